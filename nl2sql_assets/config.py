@@ -1,0 +1,361 @@
+"""The project config: ``nl2sql.yaml`` (datasources, policies, llm, settings) and ``evals.yaml``.
+
+Every model is strict (``extra="forbid"``) so a typo is an error with a location, never a
+silent default. Strings may use ``${env:VAR}`` or ``${env:VAR:-default}``; a variable that
+is unset and has no default is an error naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from nl2sql_assets.yamlio import YamlFileError, line_of, load_yaml_file
+
+NODE_NAMES = ("resolver", "decomposer", "planner", "refiner", "synthesizer", "curated")
+NodeName = Literal["resolver", "decomposer", "planner", "refiner", "synthesizer", "curated"]
+DEFAULT_SCORERS = ["result_match", "outcome", "faithfulness", "retrieval_recall", "routing"]
+DATASOURCE_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+class ConfigError(ValueError):
+    """The project config is missing, malformed or inconsistent. The message says where."""
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+# ---------------------------------------------------------------- datasources
+
+
+class DatasourceConfig(StrictModel):
+    id: str
+    engine: Literal["sqlite", "duckdb"]
+    path: Path
+    description: str = ""
+    row_limit: Annotated[int, Field(gt=0)] = 1000
+    timeout_s: Annotated[float, Field(gt=0)] = 10.0
+    sample_questions: list[str] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        if not DATASOURCE_ID.match(value):
+            raise ValueError("must start with a letter and hold only letters, digits, '_' and '-'")
+        return value
+
+
+# ---------------------------------------------------------------- policies
+
+
+class DatasourceAccess(StrictModel):
+    """What one role may read in one datasource.
+
+    ``allow`` and ``deny`` hold ``"*"``, ``"Table"`` or ``"Table.Column"`` entries, matched
+    without regard to case (SQLite and DuckDB identifiers are case-insensitive). A deny
+    always wins over an allow.
+    """
+
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+    @staticmethod
+    def _matches(entries: list[str], table: str, column: str | None) -> bool:
+        t = table.lower()
+        for entry in entries:
+            e = entry.lower()
+            if e == "*" or e == t:
+                return True
+            if column is not None and e == f"{t}.{column.lower()}":
+                return True
+        return False
+
+    def allows_table(self, table: str) -> bool:
+        """True when at least something of ``table`` is readable (the table or one of its columns)."""
+        t = table.lower()
+        if self._matches(self.deny, table, None):
+            return False
+        return self._matches(self.allow, table, None) or any(
+            e.lower().startswith(t + ".") for e in self.allow
+        )
+
+    def allows_column(self, table: str, column: str) -> bool:
+        if self._matches(self.deny, table, None) or self._matches(self.deny, table, column):
+            return False
+        return self._matches(self.allow, table, None) or self._matches(self.allow, table, column)
+
+
+class RolePolicy(StrictModel):
+    description: str = ""
+    datasources: dict[str, DatasourceAccess] = Field(default_factory=dict)
+
+    def access(self, datasource_id: str) -> DatasourceAccess:
+        """The role's access to a datasource; a datasource it does not name is closed."""
+        return self.datasources.get(datasource_id, DatasourceAccess())
+
+
+class PoliciesConfig(StrictModel):
+    default_role: str = "admin"
+    refusal_names_tables: bool = False
+    roles: dict[str, RolePolicy] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _default_role_exists(self) -> PoliciesConfig:
+        if self.roles and self.default_role not in self.roles:
+            raise ValueError(f"default_role {self.default_role!r} is not one of the roles {sorted(self.roles)}")
+        return self
+
+    def role(self, name: str) -> RolePolicy:
+        try:
+            return self.roles[name]
+        except KeyError:
+            raise ConfigError(f"unknown role {name!r}; the policy defines {sorted(self.roles)}") from None
+
+
+# ---------------------------------------------------------------- llm
+
+
+class PriceRow(StrictModel):
+    """USD per 1M tokens."""
+
+    input: float
+    cached_input: float | None = None
+    cache_write: float | None = None
+    output: float
+    source: str = ""
+
+
+class ModelOverride(StrictModel):
+    """Settings for one node; fields left out come from ``llm.default``."""
+
+    model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = None
+    temperature: float | None = None
+    timeout_s: float | None = None
+    max_retries: int | None = None
+    max_tokens: int | None = None
+    extra: dict[str, Any] | None = None
+
+
+class ModelSettings(StrictModel):
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+    temperature: float | None = 0.0
+    timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    max_retries: Annotated[int, Field(ge=0)] = 2
+    max_tokens: int | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class LLMConfig(StrictModel):
+    """One model for every node (``default``), optionally overridden per node."""
+
+    default: ModelSettings | None = None
+    nodes: dict[NodeName, ModelOverride] = Field(default_factory=dict)
+    prices: dict[str, PriceRow] = Field(default_factory=dict)
+
+    def for_node(self, node: str) -> ModelSettings:
+        base = self.default.model_dump() if self.default is not None else {}
+        override = self.nodes.get(node)  # type: ignore[call-overload]
+        if override is not None:
+            base.update({k: v for k, v in override.model_dump().items() if v is not None})
+        if not base.get("model"):
+            raise ConfigError(f"llm: no model configured for node {node!r} (set llm.default.model)")
+        return ModelSettings.model_validate(base)
+
+
+# ---------------------------------------------------------------- settings
+
+
+class RetrievalSettings(StrictModel):
+    full_snapshot_max_tables: Annotated[int, Field(ge=0)] = 15
+    k_tables: Annotated[int, Field(gt=0)] = 8
+    k_columns: Annotated[int, Field(gt=0)] = 12
+    mmr_lambda: Annotated[float, Field(ge=0, le=1)] = 0.5
+
+
+class RoutingSettings(StrictModel):
+    candidates: Annotated[int, Field(gt=0)] = 3
+    max_datasources: Annotated[int, Field(gt=0)] = 2
+
+
+class EngineSettings(StrictModel):
+    retry_budget: Annotated[int, Field(ge=0)] = 2
+    plan_cache: bool = True
+    max_concurrency: Annotated[int, Field(gt=0)] = 4
+    row_budget: Annotated[int, Field(gt=0)] | None = None
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    routing: RoutingSettings = Field(default_factory=RoutingSettings)
+
+
+# ---------------------------------------------------------------- evals
+
+
+class GateSettings(StrictModel):
+    max_regressions: Annotated[int, Field(ge=0)] = 2
+    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    max_cost_increase: Annotated[float, Field(ge=0)] = 0.20
+
+
+class EvalsConfig(StrictModel):
+    suites: list[Path] = Field(default_factory=list)
+    scorers: list[str] = Field(default_factory=lambda: list(DEFAULT_SCORERS))
+    curated: bool = True
+    max_cost_usd: Annotated[float, Field(gt=0)] | None = None
+    passes: Annotated[int, Field(gt=0)] = 1
+    gate: GateSettings = Field(default_factory=GateSettings)
+
+
+class EvalsRef(StrictModel):
+    file: Path
+
+
+class CuratedAnswer(StrictModel):
+    question: str
+    sql: str
+    datasource: str
+
+
+# ---------------------------------------------------------------- the project
+
+
+class ProjectConfig(StrictModel):
+    datasources: list[DatasourceConfig] = Field(default_factory=list)
+    policies: PoliciesConfig = Field(default_factory=PoliciesConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    settings: EngineSettings = Field(default_factory=EngineSettings)
+    curated: list[CuratedAnswer] = Field(default_factory=list)
+    evals: EvalsConfig | EvalsRef = Field(default_factory=EvalsConfig)
+
+    # Filled by the loader, never by the file.
+    root: Path = Field(default=Path("."), exclude=True)
+    source: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> ProjectConfig:
+        seen: set[str] = set()
+        for ds in self.datasources:
+            if ds.id in seen:
+                raise ValueError(f"datasource id {ds.id!r} appears twice")
+            seen.add(ds.id)
+        for role, policy in self.policies.roles.items():
+            for ds_id in policy.datasources:
+                if self.datasources and ds_id not in seen:
+                    raise ValueError(f"policies.roles.{role} names unknown datasource {ds_id!r}")
+        return self
+
+    def datasource(self, datasource_id: str) -> DatasourceConfig:
+        for ds in self.datasources:
+            if ds.id == datasource_id:
+                return ds
+        raise ConfigError(f"unknown datasource {datasource_id!r}; configured: {[d.id for d in self.datasources]}")
+
+    @property
+    def evals_config(self) -> EvalsConfig:
+        assert isinstance(self.evals, EvalsConfig), "load_config resolves evals.file"
+        return self.evals
+
+    def resolve(self, path: str | Path) -> Path:
+        """A path from the config, relative to the folder of nl2sql.yaml."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.root / p)
+
+
+# ---------------------------------------------------------------- loading
+
+_ENV = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def substitute_env(data: Any, source: str | Path, environ: Mapping[str, str] | None = None, _path: str = "") -> Any:
+    """Replace ``${env:VAR}`` (and ``${env:VAR:-default}``) in every string of ``data``."""
+    env = os.environ if environ is None else environ
+    if isinstance(data, dict):
+        return {k: substitute_env(v, source, env, f"{_path}.{k}" if _path else str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [substitute_env(v, source, env, f"{_path}[{i}]") for i, v in enumerate(data)]
+    if isinstance(data, str) and "${" in data:
+
+        def repl(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"{source}: {_path}: environment variable {name} is not set")
+
+        return _ENV.sub(repl, data)
+    return data
+
+
+def format_validation_error(exc: ValidationError, source: Path, text: str | None, prefix: tuple = ()) -> str:
+    """One line per problem: file, line (when known), the dotted field path and what is wrong."""
+    lines = []
+    for err in exc.errors():
+        loc = tuple(prefix) + tuple(err["loc"])
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        line = line_of(text, loc) if text is not None else None
+        at = f", line {line}" if line else ""
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"{source}{at}: {where}: {msg}")
+    return "\n".join(lines)
+
+
+def _read_mapping(path: Path) -> tuple[dict[str, Any], str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    try:
+        from nl2sql_assets.yamlio import load_yaml_text
+
+        data = load_yaml_text(text, path)
+    except YamlFileError as exc:
+        raise ConfigError(str(exc)) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data, text
+
+
+def load_evals(path: str | Path, environ: Mapping[str, str] | None = None) -> EvalsConfig:
+    path = Path(path)
+    data, text = _read_mapping(path)
+    data = substitute_env(data, path, environ)
+    try:
+        evals = EvalsConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, path, text)) from None
+    base = path.parent
+    evals.suites = [p if p.is_absolute() else (base / p) for p in evals.suites]
+    return evals
+
+
+def load_config(path: str | Path = "nl2sql.yaml", environ: Mapping[str, str] | None = None) -> ProjectConfig:
+    """Load ``nl2sql.yaml`` (and the ``evals.yaml`` it names); paths become absolute."""
+    path = Path(path).expanduser().resolve()
+    data, text = _read_mapping(path)
+    data = substitute_env(data, path, environ)
+    try:
+        config = ProjectConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, path, text)) from None
+    config.root = path.parent
+    config.source = path
+    for ds in config.datasources:
+        ds.path = config.resolve(ds.path)
+    if isinstance(config.evals, EvalsRef):
+        config.evals = load_evals(config.resolve(config.evals.file), environ)
+    else:
+        config.evals.suites = [config.resolve(p) for p in config.evals.suites]
+    return config

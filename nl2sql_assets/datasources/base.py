@@ -1,0 +1,66 @@
+"""The datasource adapter contract: one read statement, a row limit, a timeout that interrupts."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from nl2sql_assets.datasources.schema import SchemaSnapshot
+
+
+class QueryOutput(BaseModel):
+    """Rows of one read statement, values normalised to JSON-safe Python types.
+
+    Decimal becomes float, date ``YYYY-MM-DD``, datetime ``YYYY-MM-DD HH:MM:SS`` (with
+    fractional seconds only when present), bytes a hex string; everything else is kept.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool = False
+    row_limit: int
+    elapsed_ms: float = 0.0
+
+
+class DatasourceError(Exception):
+    """A statement could not run. ``code`` is what a QueryResult reports."""
+
+    code = "EXECUTION_ERROR"
+
+
+class ReadOnlyViolation(DatasourceError):
+    """The statement is not a single read (a write, DDL, ATTACH, a write PRAGMA, several statements)."""
+
+    code = "READ_ONLY_VIOLATION"
+
+
+class QueryTimeout(DatasourceError):
+    """The statement was interrupted at its timeout."""
+
+    code = "TIMEOUT"
+
+
+class QueryFailed(DatasourceError):
+    """The database rejected or failed the statement."""
+
+    code = "EXECUTION_ERROR"
+
+
+@runtime_checkable
+class DatasourceAdapter(Protocol):
+    id: str
+    engine: str  # "sqlite" | "duckdb"
+    dialect: str  # the sqlglot dialect name
+    row_limit: int
+    timeout_s: float
+
+    def execute(self, sql: str, *, row_limit: int | None = None, timeout_s: float | None = None) -> QueryOutput:
+        """Run one read statement; raise ReadOnlyViolation, QueryTimeout or QueryFailed."""
+        ...
+
+    def introspect(self) -> SchemaSnapshot: ...
+
+    def close(self) -> None: ...

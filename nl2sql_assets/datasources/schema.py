@@ -1,0 +1,73 @@
+"""Schema snapshots: what a datasource holds, and a fingerprint that ties gold rows to it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ColumnInfo(_Model):
+    name: str
+    type: str
+    nullable: bool = True
+    primary_key: bool = False
+
+
+class ForeignKey(_Model):
+    columns: list[str]
+    ref_table: str
+    ref_columns: list[str]
+
+
+class TableInfo(_Model):
+    name: str
+    columns: list[ColumnInfo]
+    primary_key: list[str] = Field(default_factory=list)
+    foreign_keys: list[ForeignKey] = Field(default_factory=list)
+
+    def column(self, name: str) -> ColumnInfo | None:
+        low = name.lower()
+        return next((c for c in self.columns if c.name.lower() == low), None)
+
+
+class SchemaSnapshot(_Model):
+    """Tables, columns, types and keys of one datasource, in a stable order."""
+
+    datasource_id: str
+    engine: str
+    tables: list[TableInfo]
+
+    def table(self, name: str) -> TableInfo | None:
+        """Case-insensitive lookup, as SQLite and DuckDB resolve identifiers."""
+        low = name.lower()
+        return next((t for t in self.tables if t.name.lower() == low), None)
+
+    @property
+    def table_names(self) -> list[str]:
+        return [t.name for t in self.tables]
+
+    @property
+    def column_count(self) -> int:
+        return sum(len(t.columns) for t in self.tables)
+
+    def fingerprint(self) -> str:
+        """SHA-256 over tables, columns, types and keys, sorted, so re-introspection keeps it."""
+        canon = [
+            {
+                "name": t.name,
+                "columns": sorted(
+                    ([c.name, c.type.upper(), c.nullable, c.primary_key] for c in t.columns), key=lambda c: c[0]
+                ),
+                "pk": list(t.primary_key),
+                "fks": sorted([fk.columns, fk.ref_table, fk.ref_columns] for fk in t.foreign_keys),
+            }
+            for t in sorted(self.tables, key=lambda t: t.name)
+        ]
+        blob = json.dumps({"engine": self.engine, "tables": canon}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()

@@ -1,0 +1,326 @@
+"""The SQL generator: a PlanModel rendered as SQLite or DuckDB SQL through a sqlglot tree.
+
+Nothing is pasted into SQL text: every identifier is a quoted sqlglot identifier and every
+literal a sqlglot literal, so names with spaces, reserved words or quotes, and strings with
+quotes, are always rendered safely. The tree is built node by node, so operator precedence
+is made explicit here with parentheses (sqlglot only keeps parentheses that are in its tree).
+
+A plan should mean the same thing on both engines where that is cheap to arrange:
+
+* ``like`` / ``not_like`` render as ``LIKE`` in SQLite (case-insensitive for ASCII) and as
+  ``ILIKE`` in DuckDB (whose ``LIKE`` is case-sensitive), so a pattern matches the same rows.
+* Date parts give the same values and types: ``year``/``month``/``day`` are integers,
+  ``year_month`` is ``'YYYY-MM'`` and ``date`` is ``'YYYY-MM-DD'``. SQLite reads its dates
+  from text (``STRFTIME``); DuckDB expects DATE or TIMESTAMP columns.
+* ``group_concat`` is ``GROUP_CONCAT`` in SQLite and ``STRING_AGG(x, ',')`` in DuckDB.
+* ORDER BY keeps each engine's own placement of NULLs (SQLite: first when ascending, last when
+  descending; DuckDB: last), which is what SQL written by hand for that engine gets.
+
+Left to each engine, on purpose (the planner can cast when it matters): ``/`` between two
+integers divides as integers in SQLite and gives a float in DuckDB; ``CAST(2.7 AS INTEGER)``
+truncates in SQLite and rounds in DuckDB; ``x / 0`` is NULL in SQLite and an error or
+infinity in DuckDB.
+
+The top-level SELECT names every item the way ``PlanModel.output_names`` does (an unaliased
+expression that is not a plain column is rendered ``AS "colN"``), so both engines return the
+same column names. Sub-plans are rendered without those extra aliases.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from sqlglot import exp
+
+from nl2sql_assets.engine.plan import (
+    BetweenExpr,
+    BinaryExpr,
+    CaseExpr,
+    CastExpr,
+    ColumnExpr,
+    DatePartExpr,
+    ExistsExpr,
+    FunctionExpr,
+    InListExpr,
+    InSubqueryExpr,
+    LiteralExpr,
+    PlanModel,
+    ScalarSubqueryExpr,
+    StarExpr,
+    TableRef,
+    UnaryExpr,
+)
+
+Dialect = Literal["sqlite", "duckdb"]
+DIALECTS: tuple[str, ...] = ("sqlite", "duckdb")
+
+# Binding strength of the sqlglot nodes this module builds; higher binds tighter.
+_OR, _AND, _NOT, _CMP, _CONCAT, _ADD, _MUL, _NEG, _ATOM = range(1, 10)
+_PRECEDENCE: dict[type[exp.Expression], int] = {
+    exp.Or: _OR,
+    exp.And: _AND,
+    exp.Not: _NOT,
+    exp.EQ: _CMP,
+    exp.NEQ: _CMP,
+    exp.LT: _CMP,
+    exp.LTE: _CMP,
+    exp.GT: _CMP,
+    exp.GTE: _CMP,
+    exp.Like: _CMP,
+    exp.ILike: _CMP,
+    exp.In: _CMP,
+    exp.Between: _CMP,
+    exp.Is: _CMP,
+    exp.DPipe: _CONCAT,
+    exp.Add: _ADD,
+    exp.Sub: _ADD,
+    exp.Mul: _MUL,
+    exp.Div: _MUL,
+    exp.Mod: _MUL,
+    exp.Neg: _NEG,
+}
+
+_COMPARISONS: dict[str, type[exp.Expression]] = {
+    "=": exp.EQ,
+    "!=": exp.NEQ,
+    "<": exp.LT,
+    "<=": exp.LTE,
+    ">": exp.GT,
+    ">=": exp.GTE,
+}
+_ARITHMETIC: dict[str, type[exp.Expression]] = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul, "%": exp.Mod}
+_AGGREGATE_NODES: dict[str, type[exp.Expression]] = {
+    "count": exp.Count,
+    "sum": exp.Sum,
+    "avg": exp.Avg,
+    "min": exp.Min,
+    "max": exp.Max,
+}
+_CAST_TYPES: dict[str, dict[str, exp.DataType.Type]] = {
+    "sqlite": {
+        "integer": exp.DataType.Type.INT,
+        "real": exp.DataType.Type.DOUBLE,
+        "text": exp.DataType.Type.TEXT,
+    },
+    "duckdb": {
+        "integer": exp.DataType.Type.INT,
+        "real": exp.DataType.Type.DOUBLE,
+        "text": exp.DataType.Type.VARCHAR,
+    },
+}
+_SQLITE_FORMATS = {"year": "%Y", "month": "%m", "day": "%d", "year_month": "%Y-%m"}
+
+
+def generate_sql(plan: PlanModel, dialect: Dialect) -> str:
+    """Render ``plan`` as one SELECT statement in ``dialect`` ("sqlite" or "duckdb")."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"unsupported dialect {dialect!r}; expected one of {list(DIALECTS)}")
+    return _Renderer(dialect).select(plan, top=True).sql(dialect=dialect)
+
+
+def _ident(name: str) -> exp.Identifier:
+    return exp.Identifier(this=name, quoted=True)
+
+
+def _prec(node: exp.Expression) -> int:
+    if isinstance(node, exp.Literal) and node.is_number and node.this.startswith("-"):
+        return _NEG  # a negative number renders with a leading '-', like a negation
+    return _PRECEDENCE.get(type(node), _ATOM)
+
+
+def _wrap(node: exp.Expression, parens: bool) -> exp.Expression:
+    return exp.Paren(this=node) if parens else node
+
+
+class _Renderer:
+    """Builds the sqlglot tree for one dialect."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+        self.duck = dialect == "duckdb"
+
+    # ------------------------------------------------------------ statements
+
+    def select(self, plan: PlanModel, top: bool = False) -> exp.Select:
+        names = plan.output_names() if top else None
+        items: list[exp.Expression] = []
+        for i, item in enumerate(plan.select):
+            node = self.expr(item.expr)
+            if item.alias:
+                node = exp.Alias(this=node, alias=_ident(item.alias))
+            elif names is not None and not isinstance(item.expr, ColumnExpr):
+                node = exp.Alias(this=node, alias=_ident(names[i]))
+            items.append(node)
+
+        query = exp.Select(expressions=items)
+        if plan.distinct:
+            query = query.distinct(copy=False)
+        query = query.from_(self.table(plan.from_), copy=False)
+        for join in plan.joins:
+            query = query.join(
+                self.table(join.table),
+                on=self.expr(join.on),
+                join_type="left" if join.type == "left" else "inner",
+                copy=False,
+            )
+        if plan.where is not None:
+            query = query.where(self.expr(plan.where), copy=False)
+        if plan.group_by:
+            query = query.group_by(*(self.expr(e) for e in plan.group_by), copy=False)
+        if plan.having is not None:
+            query = query.having(self.expr(plan.having), copy=False)
+        if plan.order_by:
+            query = query.order_by(
+                *(self.ordered(o.expr, o.direction == "desc") for o in plan.order_by), copy=False
+            )
+        if plan.limit is not None:
+            query = query.limit(exp.Literal.number(plan.limit), copy=False)
+        if plan.offset is not None:
+            query = query.offset(exp.Literal.number(plan.offset), copy=False)
+        return query
+
+    def table(self, ref: TableRef) -> exp.Table:
+        alias = exp.TableAlias(this=_ident(ref.alias)) if ref.alias else None
+        return exp.Table(this=_ident(ref.name), alias=alias)
+
+    def ordered(self, expr: object, desc: bool) -> exp.Ordered:
+        # Say where NULLs go exactly as the engine itself puts them, so sqlglot adds no clause.
+        nulls_first = (not desc) and not self.duck
+        return exp.Ordered(this=self.expr(expr), desc=desc, nulls_first=nulls_first)
+
+    # ------------------------------------------------------------ expressions
+
+    def expr(self, node: object) -> exp.Expression:
+        if isinstance(node, ColumnExpr):
+            return exp.Column(this=_ident(node.name), table=_ident(node.table) if node.table else None)
+        if isinstance(node, LiteralExpr):
+            return self.literal(node.value)
+        if isinstance(node, BinaryExpr):
+            return self.binary(node)
+        if isinstance(node, FunctionExpr):
+            return self.function(node)
+        if isinstance(node, UnaryExpr):
+            return self.unary(node)
+        if isinstance(node, InListExpr):
+            arg = self.expr(node.arg)
+            out: exp.Expression = exp.In(
+                this=_wrap(arg, _prec(arg) <= _CMP), expressions=[self.expr(v) for v in node.values]
+            )
+            return exp.Not(this=out) if node.negated else out
+        if isinstance(node, BetweenExpr):
+            arg, low, high = self.expr(node.arg), self.expr(node.low), self.expr(node.high)
+            out = exp.Between(
+                this=_wrap(arg, _prec(arg) <= _CMP),
+                low=_wrap(low, _prec(low) <= _CMP),
+                high=_wrap(high, _prec(high) <= _CMP),
+            )
+            return exp.Not(this=out) if node.negated else out
+        if isinstance(node, CaseExpr):
+            return exp.Case(
+                ifs=[exp.If(this=self.expr(w.when), true=self.expr(w.then)) for w in node.whens],
+                default=self.expr(node.else_) if node.else_ is not None else None,
+            )
+        if isinstance(node, CastExpr):
+            return self.cast(self.expr(node.arg), node.to)
+        if isinstance(node, DatePartExpr):
+            return self.date_part(node.part, self.expr(node.arg))
+        if isinstance(node, ExistsExpr):
+            out = exp.Exists(this=self.select(node.plan))
+            return exp.Not(this=out) if node.negated else out
+        if isinstance(node, InSubqueryExpr):
+            arg = self.expr(node.arg)
+            out = exp.In(this=_wrap(arg, _prec(arg) <= _CMP), query=exp.Subquery(this=self.select(node.plan)))
+            return exp.Not(this=out) if node.negated else out
+        if isinstance(node, ScalarSubqueryExpr):
+            return exp.Subquery(this=self.select(node.plan))
+        if isinstance(node, StarExpr):
+            return exp.Star()
+        raise TypeError(f"cannot render plan node {type(node).__name__}")
+
+    def literal(self, value: str | int | float | bool | None) -> exp.Expression:
+        if value is None:
+            return exp.Null()
+        if isinstance(value, bool):
+            return exp.Boolean(this=value)
+        if isinstance(value, int):
+            return exp.Literal.number(value)
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError(f"cannot render the non-finite number {value!r} as SQL")
+            return exp.Literal.number(repr(value))
+        return exp.Literal.string(value)
+
+    def binary(self, node: BinaryExpr) -> exp.Expression:
+        op = node.op
+        left, right = self.expr(node.left), self.expr(node.right)
+        lp, rp = _prec(left), _prec(right)
+        if op in ("and", "or"):
+            p = _AND if op == "and" else _OR
+            cls: type[exp.Expression] = exp.And if op == "and" else exp.Or
+            return cls(this=_wrap(left, lp < p), expression=_wrap(right, rp <= p))
+        if op in _COMPARISONS or op in ("like", "not_like"):
+            # Comparisons never chain without parentheses: engines disagree on how they nest.
+            left, right = _wrap(left, lp <= _CMP), _wrap(right, rp <= _CMP)
+            if op in _COMPARISONS:
+                return _COMPARISONS[op](this=left, expression=right)
+            like = (exp.ILike if self.duck else exp.Like)(this=left, expression=right)
+            return exp.Not(this=like) if op == "not_like" else like
+        if op == "||":
+            # SQLite binds || tighter than arithmetic and DuckDB looser: parenthesise anything
+            # that is not itself a concatenation on the left.
+            return exp.DPipe(
+                this=_wrap(left, lp < _ATOM and not isinstance(left, exp.DPipe)),
+                expression=_wrap(right, rp < _ATOM),
+                safe=True,
+            )
+        p = _MUL if op in ("*", "/", "%") else _ADD
+        left, right = _wrap(left, lp < p), _wrap(right, rp <= p)
+        if op == "/":
+            # typed=True tells sqlglot the engine's own '/' is meant (it would cast in SQLite).
+            return exp.Div(this=left, expression=right, typed=not self.duck, safe=False)
+        return _ARITHMETIC[op](this=left, expression=right)
+
+    def unary(self, node: UnaryExpr) -> exp.Expression:
+        arg = self.expr(node.arg)
+        p = _prec(arg)
+        if node.op == "not":
+            return exp.Not(this=_wrap(arg, p <= _NOT))
+        if node.op == "neg":
+            return exp.Neg(this=_wrap(arg, p <= _NEG))
+        test = exp.Is(this=_wrap(arg, p <= _CMP), expression=exp.Null())
+        return exp.Not(this=test) if node.op == "is_not_null" else test
+
+    def function(self, node: FunctionExpr) -> exp.Expression:
+        if node.name == "count" and len(node.args) == 1 and isinstance(node.args[0], StarExpr):
+            return exp.Count(this=exp.Star())
+        args = [self.expr(a) for a in node.args]
+        if node.distinct and args:
+            args = [exp.Distinct(expressions=[args[0]]), *args[1:]]
+        if node.name in _AGGREGATE_NODES:
+            if len(args) == 1:
+                return _AGGREGATE_NODES[node.name](this=args[0])
+            return exp.Anonymous(this=node.name.upper(), expressions=args)  # arity error left to the engine
+        if node.name == "group_concat":
+            if self.duck:
+                sep = args[1] if len(args) > 1 else exp.Literal.string(",")
+                return exp.Anonymous(
+                    this="STRING_AGG", expressions=[args[0] if args else exp.Null(), sep, *args[2:]]
+                )
+            return exp.Anonymous(this="GROUP_CONCAT", expressions=args)
+        # Scalar functions share name and argument order on both engines: render them as written.
+        return exp.Anonymous(this=node.name.upper(), expressions=args)
+
+    def cast(self, arg: exp.Expression, to: str) -> exp.Expression:
+        return exp.Cast(this=arg, to=exp.DataType(this=_CAST_TYPES[self.dialect][to]))
+
+    def date_part(self, part: str, arg: exp.Expression) -> exp.Expression:
+        if self.duck:
+            if part in ("year", "month", "day"):
+                return exp.Anonymous(this=part.upper(), expressions=[arg])
+            fmt = "%Y-%m" if part == "year_month" else "%Y-%m-%d"
+            return exp.Anonymous(this="STRFTIME", expressions=[arg, exp.Literal.string(fmt)])
+        if part == "date":
+            return exp.Anonymous(this="DATE", expressions=[arg])
+        text = exp.Anonymous(this="STRFTIME", expressions=[exp.Literal.string(_SQLITE_FORMATS[part]), arg])
+        return self.cast(text, "integer") if part != "year_month" else text

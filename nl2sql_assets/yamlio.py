@@ -23,7 +23,7 @@ class YamlFileError(ValueError):
 def load_yaml_text(text: str, source: str | Path) -> Any:
     """Parse ``text``; a syntax error names ``source`` and the line the parser gives."""
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -1,0 +1,253 @@
+"""Publish: record reports under ``benchmarks/`` and rebuild the pages made from every record.
+
+The pages depend on the records alone (no clock, stable ordering, fixed number formats), so
+the same records always give the same bytes and a test can check the committed pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nl2sql_assets.evaluation.records import (
+    BenchmarkRecord,
+    iter_records,
+    records_from_report,
+    series_key,
+    write_record,
+)
+from nl2sql_assets.evaluation.report import (
+    EvalReport,
+    Rate,
+    atomic_write_text,
+    load_report,
+    md_escape,
+    percent,
+    rate_cell,
+)
+
+START = "<!-- results:start -->"
+END = "<!-- results:end -->"
+BENCHMARKS_MD = Path("docs") / "benchmarks.md"
+README = Path("README.md")
+
+
+class PublishError(ValueError):
+    """A report that cannot be read, or a README whose markers are broken."""
+
+
+@dataclass
+class PublishResult:
+    records: list[Path] = field(default_factory=list)
+    benchmarks_md: Path | None = None
+    readme: Path | None = None
+
+
+@dataclass
+class _Row:
+    path: Path
+    record: BenchmarkRecord
+
+
+@dataclass
+class _Series:
+    title: tuple[str, str, str, str]  # mode, database, config, suite digest(s)
+    key: tuple
+    rows: list[_Row] = field(default_factory=list)
+
+
+def _load(item: Path | str | EvalReport) -> EvalReport:
+    if isinstance(item, EvalReport):
+        return item
+    try:
+        return load_report(item)
+    except ValueError as exc:
+        raise PublishError(str(exc)) from exc
+
+
+def _reports(reports: Sequence[Path | str | EvalReport], from_dirs: Iterable[Path | str]) -> list[EvalReport]:
+    loaded = [_load(item) for item in reports]
+    for folder in from_dirs:
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise PublishError(f"{folder}: not a folder of reports")
+        loaded.extend(_load(path) for path in sorted(folder.glob("*.json")))
+    return loaded
+
+
+def publish(reports: Sequence[Path | str | EvalReport] = (), *, note: str | None = None,
+            from_dirs: Iterable[Path | str] = (), root: Path | str) -> PublishResult:
+    """Record every config of each report (and of each report JSON in ``from_dirs``) under
+    ``root/benchmarks/``, then rewrite ``docs/benchmarks.md`` and the README's results block
+    from every record there."""
+    root = Path(root)
+    result = PublishResult()
+    for report in _reports(reports, from_dirs):
+        for record in records_from_report(report, note):
+            result.records.append(write_record(record, root))
+    benchmarks_md, readme_text = render_pages(root)
+    result.benchmarks_md = _write_if_changed(root / BENCHMARKS_MD, benchmarks_md)
+    result.readme = _write_if_changed(root / README, readme_text)
+    return result
+
+
+def _write_if_changed(path: Path, text: str) -> Path:
+    if not (path.is_file() and path.read_text(encoding="utf-8") == text):
+        atomic_write_text(path, text)
+    return path
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _series(root: Path) -> list[_Series]:
+    groups: dict[tuple, _Series] = {}
+    for path, record in iter_records(root / "benchmarks"):
+        digests = ", ".join(sorted(d.digest[:12] for d in record.datasets))
+        title = (record.kind, record.database_id, record.config.name, digests)
+        key = (title, series_key(record))
+        groups.setdefault(key, _Series(title=title, key=key)).rows.append(_Row(path, record))
+    return [groups[k] for k in sorted(groups, key=repr)]
+
+
+def _commit(record: BenchmarkRecord) -> str:
+    short = record.git_commit[:7] if record.git_commit != "unknown" else "unknown"
+    return short + ("+dirty" if record.git_dirty is True else "")
+
+
+def _when(record: BenchmarkRecord) -> str:
+    return record.recorded_at.strftime("%Y-%m-%d %H:%M")
+
+
+def _pass_k(record: BenchmarkRecord) -> str:
+    pk = record.metrics.pass_k
+    rate = pk.overall if record.kind == "retrieval" else pk.execution
+    if pk.k < 2 or rate.total == 0:
+        return "—"
+    return f"pass^{pk.k} {percent(rate.rate)}"
+
+
+def _series_heading(series: _Series) -> str:
+    mode, database, config, digests = series.title
+    return f"{mode} · {database} · {config} · suite {digests}"
+
+
+def _series_detail(series: _Series) -> str:
+    first = series.rows[0].record
+    suites = ", ".join(f"`{d.name}` (`{d.digest[:12]}`)" for d in first.datasets)
+    schemas = ", ".join(f"`{d.datasource_id}` {d.engine} (`{d.schema_fingerprint[:12]}`)"
+                        for d in first.databases)
+    parts = [f"Suite {suites}; schema {schemas}"]
+    if first.kind == "full":
+        parts.append(f"roles {', '.join(sorted(first.roles)) or 'none'}; "
+                     f"curated answers {'on' if first.curated else 'off'}")
+    return "; ".join(parts) + "."
+
+
+def _recall(record: BenchmarkRecord) -> str:
+    parts = []
+    r = record.metrics.retrieval
+    if r is not None:
+        parts.append(f"tables {percent(r.table_recall)}, columns {percent(r.column_recall)} "
+                     f"({r.tables_sent:.1f} / {r.columns_sent:.1f} sent)")
+    routing = record.metrics.routing
+    if routing is not None:
+        parts.append(f"top-1 {percent(routing.top1.rate)}, shortlist {percent(routing.shortlist.rate)}")
+    return "; ".join(parts) or "—"
+
+
+def _headline(record: BenchmarkRecord) -> Rate:
+    """Execution accuracy; mode retrieval has no execution, so its cases are read by status."""
+    m = record.metrics
+    return m.accuracy_all_scorers if record.kind == "retrieval" else m.execution
+
+
+def _lenient(record: BenchmarkRecord) -> str:
+    return "—" if record.kind == "retrieval" else rate_cell(record.metrics.execution_lenient)
+
+
+def render_benchmarks(root: Path) -> str:
+    """docs/benchmarks.md: one table per series, oldest run first."""
+    lines = [
+        "# Benchmarks",
+        "",
+        "<!-- Written by `nl2sql-assets eval publish` from the records under benchmarks/; edits are overwritten. -->",
+        "",
+        "Every recorded run, grouped into series of comparable runs (the same mode, suite digest and "
+        "schema fingerprint, and in mode full the same roles and curated setting). The headline is "
+        "execution accuracy (result_match and outcome) with its 95% Wilson interval; lenient reads "
+        "result_match leniently; pass^k counts the cases that passed in every one of k passes. Retrieval "
+        "runs execute nothing, so their accuracy is the share of cases that passed retrieval recall "
+        "(and routing), shown beside the mean recall.",
+        "",
+    ]
+    all_series = _series(Path(root))
+    if not all_series:
+        lines += ["No runs recorded yet.", ""]
+    for series in all_series:
+        lines += [f"## {md_escape(_series_heading(series))}", "", md_escape(_series_detail(series)), ""]
+        retrieval = series.title[0] == "retrieval"
+        header = "| recorded (UTC) | " + ("accuracy" if retrieval else "execution accuracy")
+        header += " (95% CI) | lenient | pass^k | " + ("recall / routing | " if retrieval else "")
+        header += "cost per case | latency p50 | commit | note | record |"
+        lines.append(header)
+        lines.append("| --- | --- | --- | --- | " + ("--- | " if retrieval else "") + "---: | ---: | --- | --- | --- |")
+        for row in series.rows:
+            r, m = row.record, row.record.metrics
+            cells = [
+                _when(r), rate_cell(_headline(r)), _lenient(r), _pass_k(r),
+                *([_recall(r)] if retrieval else []),
+                f"${m.dollars.per_case_usd:.4f}", f"{m.latency.p50:.2f} s", f"`{_commit(r)}`",
+                md_escape(r.note or ""),
+                f"[{row.path.name}](../{row.path.relative_to(root).as_posix()})",
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_results_block(root: Path) -> str:
+    """The README block: the newest record of each series, markers included."""
+    lines = [START, ""]
+    all_series = _series(Path(root))
+    if not all_series:
+        lines.append("No runs recorded yet; see [docs/benchmarks.md](docs/benchmarks.md).")
+    else:
+        lines += [
+            "| mode | database | config | suite | accuracy (95% CI) | lenient | cost per case "
+            "| recorded (UTC) | commit |",
+            "| --- | --- | --- | --- | --- | --- | ---: | --- | --- |",
+        ]
+        for series in all_series:
+            r = series.rows[-1].record
+            mode, database, config, digests = series.title
+            lines.append(
+                f"| {mode} | {md_escape(database)} | {md_escape(config)} | `{digests}` "
+                f"| {rate_cell(_headline(r))} | {_lenient(r)} "
+                f"| ${r.metrics.dollars.per_case_usd:.4f} | {_when(r)} | `{_commit(r)}` |")
+        lines += ["", "Accuracy is execution accuracy (result_match and outcome); retrieval runs, which execute "
+                  "nothing, count the cases that passed. Every run, series by series: "
+                  "[docs/benchmarks.md](docs/benchmarks.md)."]
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def replace_results_block(readme: str, block: str) -> str:
+    """Swap what lies between the markers (markers included) for ``block``, touching nothing
+    else; without markers, append the block under a "## Results" heading."""
+    start, end = readme.find(START), readme.find(END)
+    if start == -1 and end == -1:
+        prefix = readme if readme.endswith("\n") or not readme else readme + "\n"
+        return f"{prefix}{chr(10) if prefix else ''}## Results\n\n{block}\n"
+    if start == -1 or end == -1 or end < start or readme.count(START) > 1 or readme.count(END) > 1:
+        raise PublishError(f"README: the markers {START} and {END} must each appear once, in that order")
+    return readme[:start] + block + readme[end + len(END):]
+
+
+def render_pages(root: Path | str) -> tuple[str, str]:
+    """What publish would write: docs/benchmarks.md and the README with its results block."""
+    root = Path(root)
+    readme_path = root / README
+    readme = readme_path.read_text(encoding="utf-8") if readme_path.is_file() else ""
+    return render_benchmarks(root), replace_results_block(readme, render_results_block(root))

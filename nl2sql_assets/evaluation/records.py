@@ -1,0 +1,312 @@
+"""Benchmark records: one JSON file per recorded config run under ``benchmarks/``, never edited.
+
+A record carries the whole board (every case record) next to its headline metrics, so it
+serves both as a line of history and as a full baseline for the regression gate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nl2sql_assets import paths
+from nl2sql_assets.engine.result import Usage
+from nl2sql_assets.evaluation.report import (
+    Answerability,
+    Board,
+    DatabaseRef,
+    Determinism,
+    EvalReport,
+    Latency,
+    PassK,
+    Rate,
+    RetrievalSummary,
+    RoutingSummary,
+)
+
+RECORD_SCHEMA = 2
+UNKNOWN = "unknown"
+_RESULTS = "\u0000results\u0000"  # a placeholder no real value can equal
+
+
+class RecordError(ValueError):
+    """A record file that cannot be read or written; the message names the file."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DatasetRef(_Model):
+    name: str
+    digest: str
+
+
+class ConfigRef(_Model):
+    name: str
+    models: dict[str, str] = Field(default_factory=dict)  # node -> model, as the run configured it
+
+
+class Dollars(_Model):
+    total_usd: float
+    per_case_usd: float
+    unknown_cost_calls: int = 0
+
+
+class FaithfulnessMetric(_Model):
+    answers: int
+    faithful: int
+    rate: float
+
+
+class Metrics(_Model):
+    """The headline numbers; execution accuracy (strict, then lenient) comes first."""
+
+    execution: Rate
+    execution_lenient: Rate
+    accuracy_all_scorers: Rate
+    accuracy_generated: Rate
+    pass_k: PassK
+    answerability: Answerability | None = None
+    dollars: Dollars
+    tokens: Usage
+    latency: Latency
+    determinism: Determinism | None = None
+    faithfulness: FaithfulnessMetric | None = None
+    retrieval: RetrievalSummary | None = None
+    routing: RoutingSummary | None = None
+
+
+class BenchmarkRecord(_Model):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_version: Literal[2] = Field(default=RECORD_SCHEMA, alias="schema")
+    kind: Literal["full", "plans", "retrieval"]
+    recorded_at: datetime  # the run's own stamp, never the time it was published
+    engine_version: str
+    git_commit: str = UNKNOWN
+    git_dirty: bool | Literal["unknown"] = UNKNOWN
+    note: str | None = None
+    dataset: DatasetRef | list[DatasetRef]
+    database: DatabaseRef | list[DatabaseRef]
+    config: ConfigRef
+    roles: list[str] = Field(default_factory=list)
+    passes: int = 1
+    curated: bool = False
+    clarify: bool = False
+    settings: dict[str, Any] = Field(default_factory=dict)
+    metrics: Metrics
+    scoreboard: Board
+    comparator_version: int = 1
+
+    @property
+    def datasets(self) -> list[DatasetRef]:
+        return self.dataset if isinstance(self.dataset, list) else [self.dataset]
+
+    @property
+    def databases(self) -> list[DatabaseRef]:
+        return self.database if isinstance(self.database, list) else [self.database]
+
+    @property
+    def database_id(self) -> str:
+        return database_id(self.databases)
+
+    def to_json(self) -> str:
+        """Indented JSON with each case record on one line: readable diffs at half the size."""
+        data = self.model_dump(mode="json", by_alias=True)
+        results = data["scoreboard"]["results"]
+        data["scoreboard"]["results"] = _RESULTS
+        text = json.dumps(data, indent=2, ensure_ascii=False)
+        lines = ",\n".join("      " + json.dumps(item, ensure_ascii=False) for item in results)
+        listed = f"[\n{lines}\n    ]" if results else "[]"
+        return text.replace(json.dumps(_RESULTS), listed, 1) + "\n"
+
+
+# ---------------------------------------------------------------- git
+
+
+def git_info(start: Path | None = None) -> tuple[str, bool | Literal["unknown"]]:
+    """The commit of the checkout holding the package, and whether tracked files changed.
+    ``("unknown", "unknown")`` for a wheel install, without git, or when git fails."""
+    root = paths.repo_root() if start is None else _find_git_root(start)
+    git = shutil.which("git")
+    if root is None or git is None:
+        return UNKNOWN, UNKNOWN
+    try:
+        head = subprocess.run([git, "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        status = subprocess.run([git, "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return UNKNOWN, UNKNOWN
+    if not re.fullmatch(r"[0-9a-f]{7,64}", head):
+        return UNKNOWN, UNKNOWN
+    return head, bool(status.strip())
+
+
+def _find_git_root(start: Path) -> Path | None:
+    start = start.resolve()
+    for parent in [start, *start.parents]:
+        if (parent / ".git").exists():
+            return parent
+    return None
+
+
+# ---------------------------------------------------------------- identity and series
+
+
+def database_id(databases: list[DatabaseRef]) -> str:
+    """The folder name: the datasource id, or the sorted ids joined with '-'."""
+    ids = sorted({d.datasource_id for d in databases})
+    return "-".join(ids) if ids else UNKNOWN
+
+
+SeriesKey = tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], bool | None]
+
+
+def series_key(item: BenchmarkRecord | EvalReport) -> SeriesKey:
+    """What makes two runs comparable: mode, suite digests, schema fingerprints and, in mode
+    full, the roles and whether curated answers were on."""
+    if isinstance(item, BenchmarkRecord):
+        mode, digests = item.kind, [d.digest for d in item.datasets]
+        fingerprints = [d.schema_fingerprint for d in item.databases]
+    else:
+        mode, digests = item.mode, [s.digest for s in item.suites]
+        fingerprints = [d.schema_fingerprint for d in item.databases]
+    roles: tuple[str, ...] = tuple(sorted(item.roles)) if mode == "full" else ()
+    curated = item.curated if mode == "full" else None
+    return mode, tuple(sorted(digests)), tuple(sorted(fingerprints)), roles, curated
+
+
+# ---------------------------------------------------------------- from a report
+
+
+def record_for_config(report: EvalReport, config: str, note: str | None = None) -> BenchmarkRecord:
+    board = report.configs[config]
+    acc = board.accuracy
+    stamp = report.run_stamp
+    datasets = [DatasetRef(name=s.name, digest=s.digest) for s in report.suites]
+    faith = board.faithfulness
+    tokens = Usage()
+    for usage in board.tokens_by_node.values():
+        tokens = tokens + usage
+    return BenchmarkRecord(
+        kind=report.mode,
+        recorded_at=stamp.started_at,
+        engine_version=stamp.package_version,
+        git_commit=stamp.git_commit or UNKNOWN,
+        git_dirty=UNKNOWN if stamp.git_dirty is None else stamp.git_dirty,
+        note=note,
+        dataset=datasets[0] if len(datasets) == 1 else datasets,
+        database=report.databases[0] if len(report.databases) == 1 else list(report.databases),
+        config=ConfigRef(name=config, models=board.models),
+        roles=list(report.roles),
+        passes=report.passes,
+        curated=report.curated,
+        clarify=report.clarify,
+        settings=dict(report.settings),
+        metrics=Metrics(
+            execution=acc.execution,
+            execution_lenient=acc.execution_lenient,
+            accuracy_all_scorers=acc.overall,
+            accuracy_generated=acc.generated,
+            pass_k=acc.pass_k,
+            answerability=board.answerability,
+            dollars=Dollars(total_usd=board.cost.total_usd, per_case_usd=board.cost.per_case_usd,
+                            unknown_cost_calls=board.cost.unknown_cost_calls),
+            tokens=tokens,
+            latency=board.latency,
+            determinism=board.determinism,
+            faithfulness=None if faith is None else FaithfulnessMetric(
+                answers=faith.answers, faithful=faith.faithful, rate=faith.rate),
+            retrieval=board.retrieval,
+            routing=board.routing,
+        ),
+        scoreboard=board,
+        comparator_version=report.comparator_version,
+    )
+
+
+def records_from_report(report: EvalReport, note: str | None = None) -> list[BenchmarkRecord]:
+    """One record per config, in the report's order."""
+    return [record_for_config(report, name, note) for name in report.configs]
+
+
+# ---------------------------------------------------------------- files
+
+
+def _safe(part: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", part).strip("-.")
+    return cleaned or UNKNOWN
+
+
+def record_dir(record: BenchmarkRecord, root: Path) -> Path:
+    return Path(root) / "benchmarks" / record.kind / _safe(record.database_id)
+
+
+def record_stem(record: BenchmarkRecord) -> str:
+    recorded = record.recorded_at
+    if recorded.tzinfo is not None:
+        recorded = recorded.astimezone(UTC)
+    commit = record.git_commit if re.fullmatch(r"[0-9a-fA-F]{7,64}", record.git_commit) else UNKNOWN
+    short = commit[:7] if commit != UNKNOWN else UNKNOWN
+    return f"{recorded:%Y-%m-%d}_{short}_{_safe(record.config.name)}"
+
+
+def write_record(record: BenchmarkRecord, root: str | Path) -> Path:
+    """Write under ``root/benchmarks/<kind>/<database>/``; a taken name gets ``-2``, ``-3``...
+    Files are created exclusively, so an existing record is never overwritten."""
+    folder = record_dir(record, Path(root))
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = record_stem(record)
+    text = record.to_json()
+    for n in range(1, 10_000):
+        path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
+        try:
+            with path.open("x", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+        except FileExistsError:
+            continue
+        return path
+    raise RecordError(f"{folder}: too many records named {stem}")
+
+
+def load_record(path: str | Path) -> BenchmarkRecord:
+    path = Path(path)
+    try:
+        return BenchmarkRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot read the record: {exc}") from exc
+    except ValueError as exc:
+        raise RecordError(f"{path}: not a benchmark record: {exc}") from exc
+
+
+def iter_records(folder: str | Path) -> Iterator[tuple[Path, BenchmarkRecord]]:
+    """Every record under ``folder`` (searched recursively), oldest first: by recorded_at,
+    then file name. A folder that does not exist holds none."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return iter(())
+    found = [(path, load_record(path)) for path in folder.rglob("*.json") if path.is_file()]
+    found.sort(key=lambda item: (_utc(item[1].recorded_at), _name_order(item[0].name), str(item[0])))
+    return iter(found)
+
+
+def _name_order(name: str) -> tuple[str, int]:
+    """``x.json`` before ``x-2.json`` before ``x-10.json``: the order they were written in."""
+    match = re.fullmatch(r"(.*?)(?:-(\d+))?\.json", name)
+    if match is None:
+        return name, 1
+    return match.group(1), int(match.group(2) or 1)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

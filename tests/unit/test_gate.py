@@ -1,0 +1,261 @@
+"""The regression gate on small hand-made runs: each check, each series break, each baseline form."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from nl2sql_assets.config import GateSettings
+from nl2sql_assets.evaluation.case_record import CaseRecord
+from nl2sql_assets.evaluation.gate import BaselineError, gate
+from nl2sql_assets.evaluation.records import records_from_report, write_record
+from nl2sql_assets.evaluation.report import (
+    ConfigMeta,
+    DatabaseRef,
+    EvalReport,
+    RunMeta,
+    RunStamp,
+    SuiteRef,
+    build_report,
+)
+
+
+def report(outcomes: dict[str, str | list[str]], *, mode: str = "full", config: str | None = None,
+           digest: str = "d1", fingerprint: str = "fp1", roles: tuple[str, ...] = ("analyst",),
+           curated: bool = True, cost: float = 0.01, day: int = 1, commit: str = "b" * 40,
+           generated: dict[str, str] | None = None, extra: list[CaseRecord] | None = None,
+           configs: tuple[str, ...] | None = None) -> EvalReport:
+    """``outcomes`` maps ``case`` (or ``case@role``) to its execution verdict, one per pass;
+    ``generated`` maps a case to the verdict of its curated-off rerun."""
+    config = config or {"plans": "plans", "retrieval": "retrieval"}.get(mode, "default")
+    names = configs or (config,)
+    records: list[CaseRecord] = []
+    passes = 1
+    for name in names:
+        for key, verdicts in outcomes.items():
+            case, _, role = key.partition("@")
+            verdicts = [verdicts] if isinstance(verdicts, str) else verdicts
+            passes = max(passes, len(verdicts))
+            for i, verdict in enumerate(verdicts, start=1):
+                rerun = None
+                if generated and case in generated:
+                    rerun = CaseRecord(suite="s", case_id=case, role=role or "analyst", config=name, mode=mode,
+                                       expected="allowed", status=generated[case],
+                                       execution_status=generated[case])
+                records.append(CaseRecord(
+                    suite="s", case_id=case, role=role or "analyst", config=name, mode=mode, pass_index=i,
+                    expected="allowed", status=verdict,
+                    execution_status=None if mode == "retrieval" else verdict,
+                    cost_usd=cost, source="verified" if rerun else "generated", generated=rerun))
+    records += extra or []
+    stamp = RunStamp(started_at=datetime(2026, 1, day, 12, tzinfo=UTC),
+                     finished_at=datetime(2026, 1, day, 13, tzinfo=UTC), package_version="0.1.0",
+                     git_commit=commit, git_dirty=False)
+    meta = RunMeta(mode=mode, suites=[SuiteRef(name="chinook", path="suites/chinook.yaml", digest=digest)],
+                   roles=list(roles), passes=passes, curated=curated and mode == "full", run_stamp=stamp,
+                   database=DatabaseRef(datasource_id="chinook", engine="sqlite", schema_fingerprint=fingerprint),
+                   configs={n: ConfigMeta() for n in names})
+    return build_report(records, meta)
+
+
+def cases(n: int, failing: set[int] = frozenset()) -> dict[str, str]:
+    return {f"c{i:02d}": "fail" if i in failing else "pass" for i in range(n)}
+
+
+# ---------------------------------------------------------------- flips
+
+
+def test_identical_runs_pass() -> None:
+    result = gate(report(cases(10)), report(cases(10)), GateSettings())
+    assert result.ok and result.series_break is None and result.regressions == []
+    assert [c.measure for c in result.compared] == ["execution", "execution_generated"]
+    assert result.compared[0].accuracy == 1.0
+
+
+def test_mode_plans_allows_no_flip() -> None:
+    base = report(cases(10), mode="plans")
+    result = gate(report(cases(10, {3}), mode="plans"), base, GateSettings())
+    assert not result.ok
+    assert result.compared[0].lost == ["c03@analyst"]
+    assert "c03@analyst" in result.regressions[0]
+    assert [c.measure for c in result.compared] == ["execution"]
+
+
+def test_mode_retrieval_reads_status_and_allows_no_flip() -> None:
+    base = report(cases(5), mode="retrieval")
+    result = gate(report(cases(5, {0}), mode="retrieval"), base, GateSettings())
+    assert not result.ok and result.compared[0].lost == ["c00@analyst"]
+
+
+def test_mode_full_allows_two_lost_then_fails_at_three() -> None:
+    base = report(cases(20))
+    two = gate(report(cases(20, {1, 2})), base, GateSettings(max_regressions=2))
+    assert two.ok, two.regressions
+    assert two.compared[0].lost == ["c01@analyst", "c02@analyst"]
+    three = gate(report(cases(20, {1, 2, 3})), base, GateSettings(max_regressions=2))
+    assert not three.ok
+    assert "3 case(s) went from pass to fail" in three.regressions[0]
+
+
+def test_significant_drop_fails_even_under_the_count() -> None:
+    base = report(cases(40))
+    now = report(cases(40, set(range(10))))
+    result = gate(now, base, GateSettings(max_regressions=50))
+    first = result.compared[0]
+    assert (len(first.lost), len(first.gained)) == (10, 0)
+    assert first.p_value == pytest.approx(0.001953125)
+    assert not result.ok
+    assert any("significant drop" in line for line in result.regressions)
+
+
+def test_balanced_flips_are_not_a_drop() -> None:
+    base = report(cases(20, {10, 11, 12, 13, 14}))
+    now = report(cases(20, {0, 1, 2, 3, 4}))
+    result = gate(now, base, GateSettings(max_regressions=5))
+    assert result.ok
+    assert result.compared[0].p_value == pytest.approx(1.0)
+    assert result.compared[0].gained == [f"c{i}@analyst" for i in range(10, 15)]
+
+
+def test_a_flaky_case_reads_as_a_regression() -> None:
+    base = report({"c1": ["pass", "pass", "pass"], "c2": ["pass"] * 3})
+    now = report({"c1": ["pass", "fail", "pass"], "c2": ["pass"] * 3})
+    result = gate(now, base, GateSettings(max_regressions=0))
+    assert not result.ok and result.compared[0].lost == ["c1@analyst"]
+
+
+def test_faithfulness_alone_never_regresses() -> None:
+    base = report(cases(3))
+    faithless = [CaseRecord(suite="s", case_id="c00", role="analyst", config="default", mode="full",
+                            expected="allowed", status="fail", execution_status="pass", cost_usd=0.01,
+                            reason="faithfulness: 1,300 is not in the rows")]
+    now = report({k: v for k, v in cases(3).items() if k != "c00"}, extra=faithless)
+    result = gate(now, base, GateSettings(max_regressions=0))
+    assert result.ok, result.regressions
+
+
+def test_routing_cases_are_left_out() -> None:
+    def routing(status: str) -> CaseRecord:
+        return CaseRecord(suite="s", case_id="r1", role="analyst", config="default", mode="full",
+                          expected="allowed", status=status, execution_status=None, cost_usd=0.01)
+    result = gate(report(cases(3), extra=[routing("fail")]), report(cases(3), extra=[routing("pass")]),
+                  GateSettings(max_regressions=0))
+    assert result.ok
+    assert all("r1@analyst" not in c.lost for c in result.compared)
+
+
+def test_curated_runs_are_checked_on_the_generated_path_too() -> None:
+    base = report(cases(3), generated={"c00": "pass"})
+    now = report(cases(3), generated={"c00": "fail"})
+    result = gate(now, base, GateSettings(max_regressions=0))
+    by_measure = {c.measure: c for c in result.compared}
+    assert by_measure["execution"].lost == []
+    assert by_measure["execution_generated"].lost == ["c00@analyst"]
+    assert not result.ok
+    assert "execution, generated" in result.regressions[0]
+
+
+def test_cost_rise_over_twenty_percent_fails() -> None:
+    base = report(cases(5), cost=0.10)
+    assert gate(report(cases(5), cost=0.12), base, GateSettings()).ok  # +20% exactly is allowed
+    up = gate(report(cases(5), cost=0.125), base, GateSettings())
+    assert not up.ok and "cost per case rose" in up.regressions[0]
+    assert up.compared[0].baseline_cost_per_case == pytest.approx(0.10)
+    assert up.compared[0].cost_per_case == pytest.approx(0.125)
+    free = report(cases(5), cost=0.0)
+    assert gate(report(cases(5), cost=1.0), free, GateSettings()).ok  # no baseline cost: not checked
+
+
+# ---------------------------------------------------------------- series breaks
+
+
+@pytest.mark.parametrize(("changed", "words"), [
+    ({"digest": "d2"}, "suite digest"),
+    ({"mode": "plans"}, "another mode"),
+    ({"fingerprint": "fp2"}, "schema fingerprint"),
+    ({"roles": ("analyst", "viewer")}, "other roles"),
+    ({"curated": False}, "curated answers differ"),
+    ({"config": "other"}, "no config in common"),
+])
+def test_series_breaks(changed: dict, words: str) -> None:
+    result = gate(report(cases(3), **changed), report(cases(3)), GateSettings())
+    assert not result.ok
+    assert result.series_break is not None and words in result.series_break
+    assert result.compared == [] and result.regressions == []
+
+
+def test_roles_must_match_in_mode_plans_too() -> None:
+    result = gate(report(cases(3), mode="plans", roles=("analyst", "viewer")), report(cases(3), mode="plans"))
+    assert result.series_break is not None and "roles" in result.series_break
+
+
+# ---------------------------------------------------------------- baselines
+
+
+def test_baseline_from_a_report_file_and_a_record_file(tmp_path: Path) -> None:
+    base = report(cases(4), mode="plans")
+    path = base.save(tmp_path / "eval_plans.json")
+    now = report(cases(4, {2}), mode="plans")
+    assert gate(now, path).compared[0].lost == ["c02@analyst"]
+    assert gate(now, str(path)).compared[0].lost == ["c02@analyst"]
+    record_path = write_record(records_from_report(base)[0], tmp_path)
+    from_record = gate(now, record_path)
+    assert not from_record.ok and from_record.compared[0].lost == ["c02@analyst"]
+    assert gate(now, records_from_report(base)[0]).compared[0].lost == ["c02@analyst"]
+
+
+def test_baseline_from_a_benchmarks_folder_takes_the_newest_record(tmp_path: Path) -> None:
+    older = report(cases(4, {1}), mode="plans", day=1, commit="1" * 40)
+    newer = report(cases(4), mode="plans", day=5, commit="2" * 40)
+    other_db = report(cases(4, {0, 1, 2, 3}), mode="plans", day=9, commit="3" * 40)
+    other_db.databases[0].datasource_id = "support"
+    full = report(cases(4, {0, 1, 2, 3}), mode="full", day=9, commit="4" * 40)
+    for r in (newer, older, other_db, full):
+        for record in records_from_report(r):
+            write_record(record, tmp_path)
+    now = report(cases(4, {1}), mode="plans", day=10)
+    result = gate(now, tmp_path / "benchmarks")
+    # gated against the 5th (c01 passed there), not the 1st, nor support's or mode full's
+    assert not result.ok
+    assert result.compared[0].lost == ["c01@analyst"]
+    assert gate(now, tmp_path / "benchmarks" / "plans" / "chinook").compared[0].lost == ["c01@analyst"]
+
+
+def test_newest_record_ties_break_on_file_name(tmp_path: Path) -> None:
+    first = report(cases(2, {0}), mode="plans", day=3)
+    second = report(cases(2), mode="plans", day=3)
+    a = write_record(records_from_report(first)[0], tmp_path)
+    b = write_record(records_from_report(second)[0], tmp_path)
+    assert b.name == a.name.replace(".json", "-2.json")
+    result = gate(report(cases(2, {0}), mode="plans"), tmp_path / "benchmarks")
+    assert result.compared[0].lost == ["c00@analyst"]  # the -2 file is the newest
+
+
+def test_missing_or_unreadable_baseline_raises(tmp_path: Path) -> None:
+    now = report(cases(2), mode="plans")
+    with pytest.raises(BaselineError, match="no such file"):
+        gate(now, tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(BaselineError, match=r"bad\.json"):
+        gate(now, bad)
+    (tmp_path / "benchmarks").mkdir()
+    with pytest.raises(BaselineError, match="no baseline record for mode plans, database chinook, config plans"):
+        gate(now, tmp_path / "benchmarks")
+
+
+def test_folder_with_only_other_records_raises(tmp_path: Path) -> None:
+    for record in records_from_report(report(cases(2), mode="retrieval")):
+        write_record(record, tmp_path)
+    with pytest.raises(BaselineError, match="no baseline record for mode plans"):
+        gate(report(cases(2), mode="plans"), tmp_path / "benchmarks")
+
+
+def test_several_configs_compared_by_name() -> None:
+    base = report(cases(4), configs=("big", "mini"))
+    now = report(cases(4, {0, 1, 2}), configs=("mini", "new"))
+    result = gate(now, base, GateSettings(max_regressions=2))
+    assert {c.config for c in result.compared} == {"mini"}
+    assert not result.ok and result.regressions[0].startswith("config mini")

@@ -1,0 +1,527 @@
+"""The reference engine: one question, for one role, through the nodes to a QueryResult.
+
+resolver (LLM) → decomposer (LLM) → planner (LLM) → validator → SQL generator → executor →
+synthesizer (LLM), with the refiner (LLM) repairing a plan after a validation or execution
+error within the retry budget. A security refusal stops the run at once: the refiner is never
+asked to find a way around a policy. Every run is a scope on the event bus
+(``run.started`` before any model call, ``run.finished`` always), which is how listeners — the
+gold LLM among them — tie HTTP calls to questions.
+
+``aask`` is safe to run many at once on one event loop: model calls are async, and blocking
+database work runs in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import re
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
+
+import sqlglot
+from pydantic import BaseModel
+from sqlglot import exp
+
+from nl2sql_assets.config import ConfigError, CuratedAnswer, DatasourceAccess, LLMConfig, ProjectConfig
+from nl2sql_assets.datasources.base import DatasourceAdapter, DatasourceError
+from nl2sql_assets.datasources.schema import SchemaSnapshot
+from nl2sql_assets.engine import nodes
+from nl2sql_assets.engine.events import RUN_FINISHED, RUN_STARTED, Event, EventBus
+from nl2sql_assets.engine.executor import execute
+from nl2sql_assets.engine.plan import PlanModel
+from nl2sql_assets.engine.result import (
+    LLM_ERROR,
+    QUESTION_NOT_ANSWERABLE,
+    SECURITY_VIOLATION,
+    VALIDATION_ERROR,
+    Answer,
+    LLMCall,
+    QueryResult,
+    ResultSet,
+    Status,
+)
+from nl2sql_assets.engine.sqlgen import generate_sql
+from nl2sql_assets.engine.validator import ValidationOutcome, validate_plan
+from nl2sql_assets.llm.client import LLMCallError, LLMClient
+
+T = TypeVar("T", bound=BaseModel)
+R = TypeVar("R")
+
+#: Timings are reported per node under these names (seconds, summed over retries).
+TIMED_NODES = ("curated", "resolver", "retriever", "decomposer", "planner", "validator", "generator", "executor",
+               "refiner", "synthesizer")  # fmt: skip
+PLAN_CACHE_SIZE = 1024
+
+#: A schema retriever: (question, snapshot) → the tables and columns to show the planner.
+#: Blocking (embeddings), so the engine runs it in a worker thread.
+Retriever = Callable[[str, SchemaSnapshot], Mapping[str, Sequence[str]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeOptions:
+    """How a runtime differs from the serving engine's (what evaluation modes change)."""
+
+    refusal_names_tables: bool | None = None  # None: policies.refusal_names_tables
+    curated: bool = True  # match config.curated before planning
+    plan_cache: bool = True  # reuse a plan that worked for the same (datasource, role, question)
+    full_snapshot_max_tables: int | None = None  # None: settings.retrieval.full_snapshot_max_tables
+
+
+class _Stop(Exception):
+    """Ends a run early with an error status (the run's state says which)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclasses.dataclass
+class _RunState:
+    run_id: str
+    question: str
+    role: str
+    calls: list[LLMCall] = dataclasses.field(default_factory=list)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    plans: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    plan: dict[str, Any] | None = None
+    sql: str | None = None
+    result_sets: list[ResultSet] = dataclasses.field(default_factory=list)
+    datasources: list[str] = dataclasses.field(default_factory=list)
+    routing: list[str] | None = None
+    retrieval: dict[str, list[str]] | None = None
+    answer: Answer | None = None
+    retries: int = 0
+    source: str = "generated"
+
+    def add_time(self, node: str, seconds: float) -> None:
+        self.timings[node] = self.timings.get(node, 0.0) + seconds
+
+    def result(self, status: Status, code: str | None = None, message: str | None = None) -> QueryResult:
+        return QueryResult(
+            run_id=self.run_id,
+            question=self.question,
+            role=self.role,
+            status=status,
+            error_code=code,
+            error_message=message,
+            result_sets=self.result_sets,
+            sql=self.sql,
+            plan=self.plan,
+            plans=self.plans,
+            answer=self.answer,
+            datasources=self.datasources,
+            retrieval=self.retrieval,
+            routing=self.routing,
+            calls=self.calls,
+            timings=self.timings,
+            retries=self.retries,
+            source=self.source,  # type: ignore[arg-type]
+        )
+
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="nl2sql-engine-loop", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, R]) -> R:
+    """Run ``coro`` to completion from synchronous code, on the shared background loop."""
+    loop = _background_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:  # called from inside the background loop itself: don't wait on ourselves
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, coro).result()
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+def normalise_question(question: str) -> str:
+    """For exact matching: case, runs of spaces and trailing punctuation do not count."""
+    return re.sub(r"\s+", " ", question).strip().rstrip("?.! ").casefold()
+
+
+class Engine:
+    """The reference NL2SQL engine over a project's datasources, policies and LLM config."""
+
+    def __init__(
+        self,
+        config: ProjectConfig,
+        *,
+        registry: Any = None,
+        bus: EventBus | None = None,
+        llm: LLMConfig | None = None,
+        options: RuntimeOptions | None = None,
+        retriever: Retriever | None = None,
+    ) -> None:
+        if registry is None:
+            from nl2sql_assets.datasources.registry import DatasourceRegistry
+
+            registry = DatasourceRegistry(config)
+        self.config = config
+        self.registry = registry
+        self.bus = bus if bus is not None else EventBus()
+        self.llm = llm if llm is not None else config.llm
+        self.options = options if options is not None else RuntimeOptions()
+        self.retriever = retriever
+        self.client = LLMClient(self.llm.for_node)
+        self._plan_cache: OrderedDict[tuple[str, str, str], PlanModel] = OrderedDict()
+        self._curated = {normalise_question(c.question): c for c in config.curated}
+
+    # ------------------------------------------------------------ runtimes
+
+    def derive(self, *, llm: LLMConfig | None = None, **options: Any) -> Engine:
+        """A new runtime on the same registry and bus; this engine is left as it is."""
+        return Engine(
+            self.config,
+            registry=self.registry,
+            bus=self.bus,
+            llm=llm if llm is not None else self.llm,
+            options=dataclasses.replace(self.options, **options),
+            retriever=self.retriever,
+        )
+
+    @property
+    def refusal_names_tables(self) -> bool:
+        if self.options.refusal_names_tables is not None:
+            return self.options.refusal_names_tables
+        return self.config.policies.refusal_names_tables
+
+    def role_access(self, role: str, datasource_id: str) -> DatasourceAccess | None:
+        """The role's access to a datasource; None (no RBAC) when the project defines no roles."""
+        if not self.config.policies.roles:
+            return None
+        return self.config.policies.role(role).access(datasource_id)
+
+    # ------------------------------------------------------------ asking
+
+    def ask(
+        self,
+        question: str,
+        role: str | None = None,
+        *,
+        run_id: str | None = None,
+        context: dict | None = None,
+    ) -> QueryResult:
+        """``aask`` from synchronous code.
+
+        Runs on one long-lived event loop in a daemon thread (shared by every engine), so
+        repeated calls reuse litellm's HTTP connections and never make it move its logging
+        worker between loops; this also works when the caller is inside a running loop.
+        """
+        return run_sync(self.aask(question, role, run_id=run_id, context=context))
+
+    async def aask(
+        self,
+        question: str,
+        role: str | None = None,
+        *,
+        run_id: str | None = None,
+        context: dict | None = None,
+    ) -> QueryResult:
+        role = role or self.config.policies.default_role
+        if self.config.policies.roles and role not in self.config.policies.roles:
+            raise ConfigError(
+                f"unknown role {role!r}; the policy defines {sorted(self.config.policies.roles)}"
+            )
+        state = _RunState(run_id=run_id or uuid.uuid4().hex, question=question, role=role)
+        self.bus.publish(
+            Event(
+                RUN_STARTED,
+                state.run_id,
+                {"question": question, "role": role, "context": dict(context or {})},
+            )
+        )
+        result: QueryResult | None = None
+        try:
+            result = await self._run(state)
+            return result
+        finally:
+            payload: dict[str, Any] = (
+                {"status": result.status, "error_code": result.error_code, "source": result.source}
+                if result is not None
+                else {"status": "error", "error_code": None}
+            )
+            self.bus.publish(Event(RUN_FINISHED, state.run_id, payload))
+
+    async def _run(self, state: _RunState) -> QueryResult:
+        try:
+            if self.options.curated and self._curated:
+                hit = await self._curated_answer(state)
+                if hit is not None:
+                    return hit
+            return await self._generated(state)
+        except _Stop as stop:
+            return state.result("error", stop.code, stop.message)
+        except LLMCallError as exc:
+            state.calls.append(exc.call)
+            return state.result("error", LLM_ERROR, str(exc))
+        except DatasourceError as exc:  # the datasource itself failed (missing file, cannot open)
+            return state.result("error", exc.code, str(exc))
+
+    # ------------------------------------------------------------ nodes
+
+    async def _llm(self, state: _RunState, node: str, messages: list[dict[str, Any]], model: type[T]) -> T:
+        started = time.perf_counter()
+        try:
+            parsed, call = await self.client.structured(node, messages, model, run_id=state.run_id)
+        finally:
+            state.add_time(node, time.perf_counter() - started)
+        state.calls.append(call)
+        return parsed
+
+    async def _timed(
+        self, state: _RunState, node: str, fn: Callable[[], Any], *, thread: bool = False
+    ) -> Any:
+        started = time.perf_counter()
+        try:
+            return await asyncio.to_thread(fn) if thread else fn()
+        finally:
+            state.add_time(node, time.perf_counter() - started)
+
+    async def _snapshot(self, ds_id: str) -> SchemaSnapshot:
+        return await asyncio.to_thread(self.registry.snapshot, ds_id)
+
+    async def _resolve(self, state: _RunState) -> str:
+        lines = []
+        for ds_id in self.registry.ids:
+            try:
+                snap: SchemaSnapshot | None = await self._snapshot(ds_id)
+            except (DatasourceError, ConfigError, OSError):
+                snap = None
+            cfg = self.registry.config(ds_id)
+            lines.append(nodes.datasource_line(ds_id, cfg.description if cfg is not None else "", snap))
+        selection = await self._llm(
+            state, "resolver", nodes.resolver_messages(state.question, lines), nodes.DatasourceSelection
+        )
+        state.routing = list(selection.datasources)
+        if not selection.answerable or not selection.datasources:
+            reason = f": {selection.reason}" if selection.reason else ""
+            raise _Stop(QUESTION_NOT_ANSWERABLE, f"None of the datasources can answer this question{reason}")
+        ds_id = selection.datasources[0]
+        if ds_id not in self.registry:
+            raise _Stop(
+                VALIDATION_ERROR,
+                f"the resolver chose datasource {ds_id!r}, which is not configured (known: {self.registry.ids})",
+            )
+        state.datasources = [ds_id]
+        return ds_id
+
+    async def _schema_for(self, snapshot: SchemaSnapshot, state: _RunState) -> str:
+        """What the planner is shown, recorded as the run's retrieval: the whole schema when it
+        has at most ``full_snapshot_max_tables`` tables or no retriever is plugged in, else what
+        the retriever picks."""
+        limit = self.options.full_snapshot_max_tables
+        if limit is None:
+            limit = self.config.settings.retrieval.full_snapshot_max_tables
+        if self.retriever is not None and len(snapshot.tables) > limit:
+            started = time.perf_counter()
+            try:
+                picked = await asyncio.to_thread(self.retriever, state.question, snapshot)
+            finally:
+                state.add_time("retriever", time.perf_counter() - started)
+            state.retrieval = {t: list(cols) for t, cols in picked.items()}
+            return nodes.schema_text(snapshot, state.retrieval)
+        state.retrieval = {t.name: [c.name for c in t.columns] for t in snapshot.tables}
+        return nodes.schema_text(snapshot)
+
+    async def _generated(self, state: _RunState) -> QueryResult:
+        ds_id = await self._resolve(state)
+        adapter: DatasourceAdapter = self.registry.get(ds_id)
+        snapshot = await self._snapshot(ds_id)
+        access = self.role_access(state.role, ds_id)
+        schema = await self._schema_for(snapshot, state)
+        dialect = adapter.dialect
+
+        cache_key = (ds_id, state.role, normalise_question(state.question))
+        use_cache = self.options.plan_cache and self.config.settings.plan_cache
+        plan = self._plan_cache.get(cache_key) if use_cache else None
+        if plan is None:
+            decomposition = await self._llm(
+                state, "decomposer", nodes.decomposer_messages(state.question, schema), nodes.Decomposition
+            )
+            plan = await self._llm(
+                state,
+                "planner",
+                nodes.planner_messages(state.question, schema, dialect, decomposition.sub_queries),
+                PlanModel,
+            )
+
+        budget = self.config.settings.retry_budget
+        kept_same = False
+        while True:
+            state.plan = plan.to_data()
+            state.plans.append(state.plan)
+            outcome = await self._timed(
+                state,
+                "validator",
+                lambda p=plan: _validate(
+                    p,
+                    snapshot,
+                    access,
+                    state.role,
+                    self.refusal_names_tables,
+                    self.config.settings.row_budget,
+                ),
+            )
+            if not outcome.ok and outcome.error_code == SECURITY_VIOLATION:
+                raise _Stop(SECURITY_VIOLATION, outcome.message or "")
+            error: tuple[str, str] | None = None
+            if not outcome.ok:
+                error = (outcome.error_code or VALIDATION_ERROR, outcome.message or "the plan is not valid")
+            else:
+                try:
+                    sql = await self._timed(state, "generator", lambda p=plan: _generate(p, dialect))
+                except ValueError as exc:
+                    error = (VALIDATION_ERROR, f"cannot render the plan as SQL: {exc}")
+                else:
+                    state.sql = sql
+                    try:
+                        rs = await self._timed(
+                            state,
+                            "executor",
+                            lambda s=sql, lim=outcome.limit_applied: execute(
+                                adapter, ds_id, s, limit_applied=lim
+                            ),
+                            thread=True,
+                        )
+                    except DatasourceError as exc:
+                        error = (exc.code, str(exc))
+                    else:
+                        state.result_sets = [rs]
+                        break
+            # The plan failed: repair it within the budget.
+            assert error is not None
+            code, message = error
+            if kept_same or state.retries >= budget:
+                raise _Stop(code, message)
+            state.retries += 1
+            repair = await self._llm(
+                state,
+                "refiner",
+                nodes.refiner_messages(state.question, schema, dialect, state.plan, code, message),
+                nodes.PlanRepair,
+            )
+            if repair.keep_same_plan or repair.plan is None:
+                kept_same = True
+            else:
+                plan = repair.plan
+
+        if use_cache:
+            self._plan_cache[cache_key] = plan
+            self._plan_cache.move_to_end(cache_key)
+            while len(self._plan_cache) > PLAN_CACHE_SIZE:
+                self._plan_cache.popitem(last=False)
+        await self._synthesize(state)
+        return state.result("success")
+
+    async def _synthesize(self, state: _RunState) -> None:
+        rs = state.result_sets[0]
+        out = await self._llm(
+            state,
+            "synthesizer",
+            nodes.synthesizer_messages(state.question, rs.columns, rs.rows, truncated=rs.truncated),
+            nodes.SynthesizedAnswer,
+        )
+        state.answer = Answer(summary=out.summary, content=out.content)
+
+    # ------------------------------------------------------------ curated answers
+
+    async def _curated_answer(self, state: _RunState) -> QueryResult | None:
+        """A verified question→SQL pair matched exactly (case, spacing and end punctuation aside).
+
+        Only used when the role may read every column of every table the SQL names; otherwise
+        the question takes the generated path, where the validator decides.
+        """
+        started = time.perf_counter()
+        curated = self._curated.get(normalise_question(state.question))
+        if curated is None or curated.datasource not in self.registry:
+            state.add_time("curated", time.perf_counter() - started)
+            return None
+        snapshot = await self._snapshot(curated.datasource)
+        adapter: DatasourceAdapter = self.registry.get(curated.datasource)
+        readable = _curated_readable(
+            curated, snapshot, self.role_access(state.role, curated.datasource), adapter
+        )
+        state.add_time("curated", time.perf_counter() - started)
+        if not readable:
+            return None
+        state.source = "verified"
+        state.datasources = [curated.datasource]
+        state.sql = curated.sql
+        try:
+            rs = await self._timed(
+                state, "executor", lambda: execute(adapter, curated.datasource, curated.sql), thread=True
+            )
+        except DatasourceError as exc:
+            return state.result("error", exc.code, str(exc))
+        state.result_sets = [rs]
+        await self._synthesize(state)
+        return state.result("success")
+
+
+def _validate(
+    plan: PlanModel,
+    snapshot: SchemaSnapshot,
+    access: DatasourceAccess | None,
+    role: str,
+    refusal_names_tables: bool,
+    row_budget: int | None,
+) -> ValidationOutcome:
+    return validate_plan(
+        plan, snapshot, access, role=role, refusal_names_tables=refusal_names_tables, row_budget=row_budget
+    )
+
+
+def _generate(plan: PlanModel, dialect: str) -> str:
+    return generate_sql(plan, dialect)  # type: ignore[arg-type]
+
+
+def _curated_readable(
+    curated: CuratedAnswer,
+    snapshot: SchemaSnapshot,
+    access: DatasourceAccess | None,
+    adapter: DatasourceAdapter,
+) -> bool:
+    if access is None:
+        return True
+    try:
+        tree = sqlglot.parse_one(curated.sql, read=adapter.dialect)
+    except sqlglot.errors.ParseError:
+        return False
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    names = {t.name for t in tree.find_all(exp.Table) if t.name.lower() not in ctes}
+    for name in names:
+        table = snapshot.table(name)
+        if table is None or not access.allows_table(table.name):
+            return False
+        if not all(access.allows_column(table.name, c.name) for c in table.columns):
+            return False
+    return True
+
+
+def run_many(engine: Engine, questions: list[tuple[str, str | None]]) -> list[QueryResult]:
+    """Ask several questions concurrently on one event loop (a convenience for scripts)."""
+
+    async def go() -> list[QueryResult]:
+        tasks: list[Awaitable[QueryResult]] = [engine.aask(q, r) for q, r in questions]
+        return list(await asyncio.gather(*tasks))
+
+    return run_sync(go())

@@ -1,0 +1,343 @@
+"""The gold LLM: a local OpenAI-compatible server that answers every node from a case's gold data.
+
+Mode plans (and tests) run the real pipeline — litellm over HTTP included — with a "model"
+that always returns the reviewed answer, so a failing case is a bug in a code node or a
+plan, never a model's mistake. Which case a request belongs to is learnt from the engine's
+``run.started`` event (its ``context.case_id``) and the ``X-NL2SQL-Run-Id`` header each call
+carries; what to answer is one table keyed by the structured output's schema name.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+from nl2sql_assets.config import LLMConfig, ModelSettings
+from nl2sql_assets.engine.events import RUN_FINISHED, RUN_STARTED, Event, EventBus
+from nl2sql_assets.evaluation.suite import EvalCase
+from nl2sql_assets.llm.client import RUN_ID_HEADER
+
+DEFAULT_USAGE = {"prompt_tokens": 120, "completion_tokens": 30}
+FIXED_ANSWER = "Here are the results for your question."
+
+
+class GoldRequestError(Exception):
+    """A request the gold server cannot answer: unknown run, unknown schema, a case without a plan."""
+
+
+@dataclass(frozen=True)
+class _Run:
+    case: EvalCase
+    role: str | None
+
+
+#: An answer maker: (case, role, server) → the JSON object the node expects.
+AnswerFn = Callable[[EvalCase, "str | None", "GoldLLMServer"], dict[str, Any]]
+
+
+def _unanswerable(case: EvalCase, role: str | None) -> bool:
+    """The resolver should refuse: the case's outcome for this role says so, or it has no sql."""
+    if role is not None and case.outcome.get(role) == "unanswerable":
+        return True
+    return case.sql is None
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def rows_sentence(case: EvalCase) -> str:
+    """An answer written only from the gold rows: the row count and the first row's values."""
+    rows = case.rows or []
+    if not rows:
+        return "No rows match the question."
+    first = ", ".join(f"{k} {_fmt(v)}" for k, v in rows[0].items())
+    if len(rows) == 1:
+        return f"The result is: {first}."
+    return f"There are {len(rows)} rows; the first is: {first}."
+
+
+# ---------------------------------------------------------------- the answer table
+
+
+def _datasources(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
+    if _unanswerable(case, role):
+        return {
+            "datasources": [],
+            "answerable": False,
+            "reason": "No datasource holds what the question asks.",
+        }
+    return {
+        "datasources": list(case.datasources),
+        "answerable": True,
+        "reason": "The gold case's datasource.",
+    }
+
+
+def _plan(case: EvalCase) -> Any:
+    if case.plan is None:
+        raise GoldRequestError(f"case {case.id!r} has no gold plan")
+    return case.plan
+
+
+def _decomposition(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
+    return {"sub_queries": [{"question": case.question, "expected_columns": _plan(case).output_names()}]}
+
+
+def _plan_model(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
+    return _plan(case).to_data()
+
+
+def _repair(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
+    return {"keep_same_plan": True, "plan": None, "reason": "Keep the same plan."}
+
+
+def _answer(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
+    if server.synthesizer == "rows":
+        text = rows_sentence(case)
+        return {"summary": text, "content": text}
+    return {"summary": FIXED_ANSWER, "content": FIXED_ANSWER}
+
+
+#: Structured output schema name → the gold answer. A new node output is one more entry.
+ANSWERS: dict[str, AnswerFn] = {
+    "DatasourceSelection": _datasources,
+    "Decomposition": _decomposition,
+    "PlanModel": _plan_model,
+    "PlanRepair": _repair,
+    "SynthesizedAnswer": _answer,
+}
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive
+    disable_nagle_algorithm = True  # else each keep-alive response waits ~40 ms
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._send(200, {"object": "list", "data": [{"id": "gold-plans", "object": "model"}]})
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        try:
+            body = json.loads(raw or b"{}")
+            status, reply = 200, self.server.gold.answer(body, self.headers.get(RUN_ID_HEADER))
+        except (GoldRequestError, ValueError) as exc:
+            status = 400
+            reply = {"error": {"message": f"gold LLM: {exc}", "type": "invalid_request_error", "code": None}}
+        except Exception as exc:  # a bug in an answer maker: say so instead of dropping the connection
+            status = 500
+            reply = {"error": {"message": f"gold LLM failed: {exc!r}", "type": "server_error", "code": None}}
+        self._send(status, reply)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    gold: GoldLLMServer
+
+
+class GoldLLMServer:
+    """An OpenAI-compatible chat-completions server on 127.0.0.1 that serves gold answers.
+
+    ``usage`` sets the token counts every response reports (``prompt_tokens``,
+    ``completion_tokens``, ``cached_tokens``, ``reasoning_tokens``,
+    ``cache_creation_input_tokens``); ``synthesizer="rows"`` writes each answer from the
+    case's gold rows instead of a fixed sentence; ``answers`` replaces or adds entries of
+    the answer table (tests use it to serve a repair or a wrong plan).
+    """
+
+    def __init__(
+        self,
+        cases: Iterable[EvalCase],
+        bus: EventBus,
+        *,
+        usage: dict[str, int] | None = None,
+        synthesizer: Literal["fixed", "rows"] = "fixed",
+        answers: Mapping[str, AnswerFn] | None = None,
+    ) -> None:
+        self.answers: dict[str, AnswerFn] = {**ANSWERS, **(answers or {})}
+        self.cases: dict[str, EvalCase] = {c.id: c for c in cases}
+        self._by_question: dict[str, EvalCase] = {}
+        for c in self.cases.values():
+            self._by_question.setdefault(c.question.strip().lower(), c)
+        self.bus = bus
+        self.usage = dict(DEFAULT_USAGE if usage is None else usage)
+        self.synthesizer = synthesizer
+        self._runs: dict[str, _Run] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self.requests = 0
+        self.requests_by_schema: Counter[str] = Counter()
+        self.log: list[tuple[str | None, str]] = []  # (run id, schema name) of each answered request
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._unsubscribe: list[Callable[[], None]] = []
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> GoldLLMServer:
+        if self._server is not None:
+            return self
+        self._unsubscribe = [
+            self.bus.subscribe(RUN_STARTED, self._on_started),
+            self.bus.subscribe(RUN_FINISHED, self._on_finished),
+        ]
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.gold = self
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> GoldLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the gold LLM server is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def llm_config(self) -> LLMConfig:
+        """An llm section that sends every node to this server (no key needed, no retries)."""
+        return LLMConfig(
+            default=ModelSettings(
+                model="openai/gold-plans",
+                api_base=self.base_url,
+                api_key="gold",
+                temperature=0,
+                timeout_s=10,
+                max_retries=0,
+            )
+        )
+
+    # ------------------------------------------------------------ runs
+
+    def _on_started(self, event: Event) -> None:
+        if event.run_id is None:
+            return
+        payload = event.payload or {}
+        context = payload.get("context") or {}
+        case = self.cases.get(str(context.get("case_id"))) if context.get("case_id") is not None else None
+        if case is None:
+            # Without a case id, a question that is exactly a case's question still finds it.
+            case = self._by_question.get(str(payload.get("question", "")).strip().lower())
+        if case is None:
+            return
+        with self._lock:
+            self._runs[event.run_id] = _Run(case, payload.get("role"))
+
+    def _on_finished(self, event: Event) -> None:
+        if event.run_id is not None:
+            with self._lock:
+                self._runs.pop(event.run_id, None)
+
+    def answer(self, body: dict[str, Any], run_id: str | None) -> dict[str, Any]:
+        """The chat.completion for one request (raises GoldRequestError for a 400)."""
+        response_format = body.get("response_format") or {}
+        schema = (
+            (response_format.get("json_schema") or {}).get("name")
+            if isinstance(response_format, dict)
+            else None
+        )
+        if not schema:
+            raise GoldRequestError("the request has no response_format.json_schema.name")
+        make = self.answers.get(schema)
+        if make is None:
+            raise GoldRequestError(f"unknown structured output {schema!r}; known: {sorted(self.answers)}")
+        if not run_id:
+            raise GoldRequestError(f"the request has no {RUN_ID_HEADER} header")
+        with self._lock:
+            run = self._runs.get(run_id)
+        if run is None:
+            raise GoldRequestError(f"unknown run {run_id!r}: no run.started event named a known case for it")
+        content = json.dumps(make(run.case, run.role, self))
+        with self._lock:
+            self.requests += 1
+            self.requests_by_schema[schema] += 1
+            self.log.append((run_id, schema))
+            n = next(self._ids)
+        return {
+            "id": f"chatcmpl-gold-{n}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(body.get("model") or "gold-plans"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": self._usage_block(),
+        }
+
+    def _usage_block(self) -> dict[str, Any]:
+        u = self.usage
+        prompt = int(u.get("prompt_tokens", DEFAULT_USAGE["prompt_tokens"]))
+        completion = int(u.get("completion_tokens", DEFAULT_USAGE["completion_tokens"]))
+        block: dict[str, Any] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": int(u.get("cached_tokens", 0))},
+            "completion_tokens_details": {"reasoning_tokens": int(u.get("reasoning_tokens", 0))},
+        }
+        if "cache_creation_input_tokens" in u:
+            block["cache_creation_input_tokens"] = int(u["cache_creation_input_tokens"])
+        return block
+
+
+__all__ = ["ANSWERS", "FIXED_ANSWER", "GoldLLMServer", "GoldRequestError", "rows_sentence"]

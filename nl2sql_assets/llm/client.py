@@ -1,0 +1,273 @@
+"""The one way the engine calls a model: litellm, a JSON-schema response format, pydantic parsing.
+
+Each call records what the provider billed (input, cached, cache-write, output, reasoning
+tokens), how long it took and how many attempts it needed. Transient failures (timeouts,
+dropped connections, 429, 5xx) are retried with jittered exponential backoff; a 4xx never
+is. litellm is imported on first use only: importing it costs seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from nl2sql_assets.config import ModelSettings
+from nl2sql_assets.engine.result import LLMCall, Usage
+
+T = TypeVar("T", bound=BaseModel)
+
+RUN_ID_HEADER = "X-NL2SQL-Run-Id"
+BACKOFF_BASE_S = 0.2
+BACKOFF_CAP_S = 5.0
+_TRANSIENT_STATUS = {408, 409, 429}
+
+_litellm: Any = None
+
+
+def _lib() -> Any:
+    """litellm, imported once, offline (its local price map) and quiet."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        litellm.telemetry = False
+        _litellm = litellm
+    return _litellm
+
+
+class LLMCallError(RuntimeError):
+    """A node's model call failed after its retries; ``call`` is what was recorded."""
+
+    def __init__(self, message: str, call: LLMCall) -> None:
+        super().__init__(message)
+        self.call = call
+
+
+class _ParseFailure(Exception):
+    def __init__(self, message: str, content: str) -> None:
+        super().__init__(message)
+        self.content = content
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth another try: timeouts, connection errors, 429 and 5xx. Auth and bad requests are not."""
+    lib = _lib()
+    transient_types = tuple(
+        t
+        for t in (
+            getattr(lib, "Timeout", None),
+            getattr(lib, "APIConnectionError", None),
+            getattr(lib, "RateLimitError", None),
+            getattr(lib, "InternalServerError", None),
+            getattr(lib, "ServiceUnavailableError", None),
+            getattr(lib, "BadGatewayError", None),
+        )
+        if isinstance(t, type)
+    )
+    if isinstance(exc, (*transient_types, asyncio.TimeoutError)):
+        return True
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return status >= 500 or status in _TRANSIENT_STATUS
+    return False
+
+
+def _get(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def usage_from_response(response: Any) -> Usage | None:
+    """Token counts as the provider reported them; missing fields are 0, a missing (or all-zero) block is None."""
+    usage = _get(response, "usage")
+    if usage is None:
+        return None
+    if not (_int(_get(usage, "prompt_tokens")) or _int(_get(usage, "completion_tokens"))):
+        # litellm fills an all-zero block when the provider sent none; no real call reads 0 tokens.
+        return None
+    prompt_details = _get(usage, "prompt_tokens_details")
+    completion_details = _get(usage, "completion_tokens_details")
+    cached = _int(_get(prompt_details, "cached_tokens")) or _int(_get(usage, "cache_read_input_tokens"))
+    return Usage(
+        input_tokens=_int(_get(usage, "prompt_tokens")),
+        cached_tokens=cached,
+        cache_write_tokens=_int(_get(usage, "cache_creation_input_tokens")),
+        output_tokens=_int(_get(usage, "completion_tokens")),
+        reasoning_tokens=_int(_get(completion_details, "reasoning_tokens")),
+    )
+
+
+def _content(response: Any) -> str:
+    choices = _get(response, "choices") or []
+    if not choices:
+        return ""
+    message = _get(choices[0], "message")
+    content = _get(message, "content")
+    return content if isinstance(content, str) else ""
+
+
+def parse_output(content: str, output_model: type[T]) -> T:
+    """The message content as ``output_model``; tolerates a ```json fence around it."""
+    text = content.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        text = text.rsplit("```", 1)[0]
+    return output_model.model_validate_json(text)
+
+
+@functools.cache
+def _schema_json(output_model: type[BaseModel]) -> str:
+    # Building PlanModel's schema takes ~6 ms; a JSON copy is ~0.2 ms and litellm may mutate it.
+    return json.dumps(output_model.model_json_schema())
+
+
+def response_format_for(output_model: type[BaseModel]) -> dict[str, Any]:
+    """The structured-output request: the model's JSON schema, named after the class (not strict)."""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": output_model.__name__,
+            "schema": json.loads(_schema_json(output_model)),
+            "strict": False,
+        },
+    }
+
+
+def backoff_delay(attempt: int) -> float:
+    """Seconds before retry ``attempt`` (1-based): 0.2, 0.4, 0.8 ... jittered by ±25 %, capped."""
+    base = min(BACKOFF_BASE_S * (2 ** (attempt - 1)), BACKOFF_CAP_S)
+    return base * random.uniform(0.75, 1.25)
+
+
+class LLMClient:
+    """Structured calls per node; ``settings_for_node`` is usually ``LLMConfig.for_node``."""
+
+    def __init__(self, settings_for_node: Callable[[str], ModelSettings]) -> None:
+        self._settings_for_node = settings_for_node
+
+    def settings(self, node: str) -> ModelSettings:
+        return self._settings_for_node(node)
+
+    async def structured(
+        self,
+        node: str,
+        messages: list[dict[str, Any]],
+        output_model: type[T],
+        *,
+        run_id: str | None = None,
+    ) -> tuple[T, LLMCall]:
+        """One node's call: the parsed output and its record. Raises LLMCallError when it fails.
+
+        Attempts = 1 + ``max_retries``; a transient error or (once) an unparsable answer uses one.
+        Usage is summed over the attempts, and is None unless every attempt reported it.
+        """
+        settings = self.settings(node)
+        lib = _lib()
+        kwargs = self._kwargs(settings, output_model, run_id)
+        msgs = list(messages)
+        max_attempts = 1 + settings.max_retries
+        usage_total: Usage | None = Usage()
+        parse_retry_used = False
+        attempts = 0
+        started = time.perf_counter()
+        last_error = "no attempt made"
+        while attempts < max_attempts:
+            attempts += 1
+            try:
+                response = await lib.acompletion(messages=msgs, **kwargs)
+            except Exception as exc:
+                usage_total = None
+                last_error = f"{type(exc).__name__}: {_short(exc)}"
+                if is_transient(exc) and attempts < max_attempts:
+                    await asyncio.sleep(backoff_delay(attempts))
+                    continue
+                break
+            usage = usage_from_response(response)
+            usage_total = usage_total + usage if (usage_total is not None and usage is not None) else None
+            content = _content(response)
+            try:
+                parsed = parse_output(content, output_model)
+            except (ValidationError, ValueError) as exc:
+                last_error = f"unparsable {output_model.__name__} output: {_short(exc)}"
+                if parse_retry_used or attempts >= max_attempts:
+                    break
+                parse_retry_used = True
+                msgs = [
+                    *msgs,
+                    {"role": "assistant", "content": content},
+                    {
+                        "role": "user",
+                        "content": "That answer did not match the required JSON schema "
+                        f"{output_model.__name__}:\n{_short(exc, 2000)}\n"
+                        "Reply again with only a JSON object that matches the schema.",
+                    },
+                ]
+                continue
+            call = LLMCall(
+                node=node,
+                model=settings.model,
+                usage=usage_total,
+                latency_ms=(time.perf_counter() - started) * 1000.0,
+                attempts=attempts,
+            )
+            return parsed, call
+        call = LLMCall(
+            node=node,
+            model=settings.model,
+            usage=usage_total,
+            latency_ms=(time.perf_counter() - started) * 1000.0,
+            attempts=attempts,
+            error=last_error,
+        )
+        raise LLMCallError(f"{node}: model call failed after {attempts} attempt(s): {last_error}", call)
+
+    @staticmethod
+    def _kwargs(settings: ModelSettings, output_model: type[BaseModel], run_id: str | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": settings.model,
+            "response_format": response_format_for(output_model),
+            "timeout": settings.timeout_s,
+            # We retry ourselves (and count the attempts); the SDK underneath must not.
+            "max_retries": 0,
+        }
+        if settings.temperature is not None:
+            kwargs["temperature"] = settings.temperature
+        if settings.api_base:
+            kwargs["api_base"] = settings.api_base
+        if settings.api_key:
+            kwargs["api_key"] = settings.api_key
+        if settings.max_tokens is not None:
+            kwargs["max_tokens"] = settings.max_tokens
+        extra = dict(settings.extra)
+        headers = dict(extra.pop("extra_headers", None) or {})
+        if run_id:
+            headers[RUN_ID_HEADER] = run_id
+        if headers:
+            kwargs["extra_headers"] = headers
+        kwargs.update(extra)
+        return kwargs
+
+
+def _short(exc: BaseException, limit: int = 500) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,115 @@
+"""Chinook, the demo's music-store database: found locally or fetched once, always checked by SHA-256.
+
+The suite's gold rows are only right for one exact file, so every source (a given path, the
+``NL2SQL_CHINOOK`` variable, the user cache, a download) must match the pinned hash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+
+from nl2sql_assets.datasources.base import DatasourceError
+
+CHINOOK_URL = (
+    "https://github.com/lerocha/chinook-database/raw/6e21bb360ba60da6e5c86e8f4deee784736fd650"
+    "/ChinookDatabase/DataSources/Chinook_Sqlite.sqlite"
+)
+CHINOOK_SHA256 = "bdf635be69850bd3be09c9a2dbeef7ddfb80036bd3ef3381383cd03b61e4a61a"
+DOWNLOAD_TIMEOUT_S = 60.0
+
+
+class ChinookError(DatasourceError):
+    """No usable Chinook file: missing, the wrong file, or the download failed."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$NL2SQL_CACHE_DIR``, else ``$XDG_CACHE_HOME/nl2sql-assets``, else ``~/.cache/nl2sql-assets``."""
+    env = os.environ if environ is None else environ
+    if env.get("NL2SQL_CACHE_DIR"):
+        return Path(env["NL2SQL_CACHE_DIR"]).expanduser()
+    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "nl2sql-assets"
+
+
+def cached_path(directory: Path) -> Path:
+    return directory / f"chinook-{CHINOOK_SHA256[:8]}.sqlite"
+
+
+def verify_chinook(path: Path, *, what: str, remedy: str = "") -> Path:
+    """``path`` if it is the pinned Chinook file; else a ChinookError with both hashes."""
+    if not path.is_file():
+        raise ChinookError(f"{what}: Chinook file not found: {path}")
+    actual = sha256_file(path)
+    if actual != CHINOOK_SHA256:
+        hint = f" {remedy}" if remedy else ""
+        raise ChinookError(
+            f"{what}: {path} is not the expected Chinook database "
+            f"(SHA-256 expected {CHINOOK_SHA256}, got {actual}).{hint}"
+        )
+    return path
+
+
+def download_chinook(url: str, target: Path, *, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> Path:
+    """Fetch ``url`` into ``target`` atomically: a temp file in the same folder, checked, then renamed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            try:
+                with urllib.request.urlopen(url, timeout=timeout_s) as response:
+                    shutil.copyfileobj(response, out, 1 << 20)
+            except OSError as exc:  # URLError, HTTPError and socket timeouts are all OSErrors
+                raise ChinookError(
+                    f"could not download Chinook from {url}: {exc}. "
+                    "Pass --chinook PATH or set NL2SQL_CHINOOK to a local copy."
+                ) from None
+        actual = sha256_file(tmp)
+        if actual != CHINOOK_SHA256:
+            raise ChinookError(
+                f"the file downloaded from {url} is not the expected Chinook database "
+                f"(SHA-256 expected {CHINOOK_SHA256}, got {actual}); nothing was kept."
+            )
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return target
+
+
+def resolve_chinook(
+    explicit: Path | None = None,
+    *,
+    cache_dir: Path | None = None,
+    url: str = CHINOOK_URL,
+    environ: Mapping[str, str] | None = None,
+) -> Path:
+    """The Chinook file to use: ``explicit`` (``--chinook``), else ``$NL2SQL_CHINOOK``, else the
+    user cache, else a download into the cache. Whatever the source, its SHA-256 must match."""
+    env = os.environ if environ is None else environ
+    if explicit is not None:
+        return verify_chinook(Path(explicit).expanduser(), what="--chinook")
+    if env.get("NL2SQL_CHINOOK"):
+        return verify_chinook(Path(env["NL2SQL_CHINOOK"]).expanduser(), what="NL2SQL_CHINOOK")
+    directory = cache_dir if cache_dir is not None else default_cache_dir(env)
+    cached = cached_path(Path(directory))
+    if cached.exists():
+        return verify_chinook(
+            cached, what="cached Chinook", remedy="Delete it and run again to download a fresh copy."
+        )
+    return download_chinook(url, cached)

@@ -1,0 +1,157 @@
+"""The scorer registry: the built-ins plus plugins (entry points or ``add``), checked on the way in.
+
+Scorers are looked up by name from evals.yaml, so a plugin that speaks another interface
+version must fail loudly when it is registered, not half-way through a paid run.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from nl2sql_assets.evaluation.scorers.base import INTERFACE_VERSION, CaseRun, Score, Scorer
+
+ENTRY_POINT_GROUP = "nl2sql.scorers"
+MODES = frozenset({"full", "plans", "retrieval"})
+
+
+class ScorerError(ValueError):
+    """A scorer could not be registered or built; the message names it and says why."""
+
+
+def _describe(cls: Any) -> str:
+    return f"{getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', repr(cls))}"
+
+
+def check_scorer_class(name: str, cls: Any) -> None:
+    """Raise ScorerError unless ``cls`` has what interface version 1 asks for."""
+    where = f"scorer {name!r} ({_describe(cls)})"
+    version = getattr(cls, "interface_version", None)
+    if version is None:
+        raise ScorerError(f"{where}: has no interface_version (this package speaks version {INTERFACE_VERSION})")
+    if version != INTERFACE_VERSION:
+        raise ScorerError(
+            f"{where}: interface_version is {version!r}, but this package speaks version {INTERFACE_VERSION}"
+        )
+    config_model = getattr(cls, "config_model", None)
+    if not (inspect.isclass(config_model) and issubclass(config_model, BaseModel)):
+        raise ScorerError(f"{where}: config_model must be a pydantic model class, got {config_model!r}")
+    modes = getattr(cls, "modes", None)
+    if not isinstance(modes, (frozenset, set)) or not modes or not set(modes) <= MODES:
+        raise ScorerError(f"{where}: modes must be a non-empty frozenset of {sorted(MODES)}, got {modes!r}")
+    for attr in ("from_config", "score"):
+        if not callable(getattr(cls, attr, None)):
+            raise ScorerError(f"{where}: has no callable {attr}")
+
+
+class ScorerRegistry:
+    """Scorer classes by name. ``build`` turns names into scorer objects for one run."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, type] = {}
+
+    @classmethod
+    def builtins(cls) -> ScorerRegistry:
+        from nl2sql_assets.evaluation.scorers import BUILTIN_SCORERS
+
+        registry = cls()
+        for name, scorer_cls in BUILTIN_SCORERS.items():
+            registry.add(name, scorer_cls)
+        return registry
+
+    @classmethod
+    def default(cls) -> ScorerRegistry:
+        """The five built-ins, then every entry point of group ``nl2sql.scorers``."""
+        registry = cls.builtins()
+        registry.load_entry_points()
+        return registry
+
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
+        """Register each installed plugin; a broken one is an error naming the entry point."""
+        added: list[str] = []
+        for ep in importlib.metadata.entry_points(group=group):
+            try:
+                scorer_cls = ep.load()
+            except Exception as exc:
+                raise ScorerError(
+                    f"entry point {ep.name!r} = {ep.value!r} (group {group}) could not be loaded: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            try:
+                self.add(ep.name, scorer_cls)
+            except ScorerError as exc:
+                raise ScorerError(f"entry point {ep.name!r} = {ep.value!r} (group {group}): {exc}") from None
+            added.append(ep.name)
+        return added
+
+    def add(self, name: str, cls: type, *, replace: bool = False) -> None:
+        if not isinstance(name, str) or not name:
+            raise ScorerError(f"a scorer needs a non-empty name, got {name!r}")
+        check_scorer_class(name, cls)
+        existing = self._classes.get(name)
+        if existing is not None and existing is not cls and not replace:
+            raise ScorerError(
+                f"scorer {name!r} is already registered ({_describe(existing)}); pass replace=True to override it"
+            )
+        self._classes[name] = cls
+
+    def names(self) -> list[str]:
+        return list(self._classes)
+
+    def get(self, name: str) -> type:
+        try:
+            return self._classes[name]
+        except KeyError:
+            raise ScorerError(f"unknown scorer {name!r}; registered scorers: {self.names()}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._classes
+
+    def build(
+        self,
+        names: Iterable[str],
+        mode: str,
+        configs: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> dict[str, Scorer]:
+        """One scorer object per name, from its config model's defaults (``configs`` may set
+        fields, e.g. routing's ``max_datasources`` from the project settings). Scorers that
+        cannot score ``mode`` are left out."""
+        if mode not in MODES:
+            raise ScorerError(f"unknown mode {mode!r}; expected one of {sorted(MODES)}")
+        wanted = list(dict.fromkeys(names))
+        unknown = [n for n in wanted if n not in self._classes]
+        if unknown:
+            raise ScorerError(f"unknown scorer(s) {unknown}; registered scorers: {self.names()}")
+        built: dict[str, Scorer] = {}
+        for name in wanted:
+            cls: Any = self._classes[name]
+            if mode not in cls.modes:
+                continue
+            fields = dict((configs or {}).get(name, {}))
+            known = set(cls.config_model.model_fields)
+            fields = {k: v for k, v in fields.items() if k in known}
+            try:
+                cfg = cls.config_model(**fields)
+            except ValidationError as exc:
+                raise ScorerError(f"scorer {name!r}: bad config: {exc}") from None
+            built[name] = cls.from_config(cfg)
+        return built
+
+
+def safe_score(scorer: Scorer, run: CaseRun) -> Score:
+    """A scorer that raises gives an error verdict instead of stopping the run."""
+    try:
+        score = scorer.score(run)
+    except Exception as exc:
+        return Score(passed=None, detail={"error": f"{type(exc).__name__}: {exc}"})
+    if not isinstance(score, Score):
+        return Score(passed=None, detail={"error": f"TypeError: score() returned {type(score).__name__}, not Score"})
+    return score
+
+
+def score_run(scorers: Mapping[str, Scorer], run: CaseRun) -> dict[str, Score]:
+    return {name: safe_score(scorer, run) for name, scorer in scorers.items()}

@@ -1,0 +1,83 @@
+"""Which case runs an eval makes: approved cases, narrowed by id/tag selectors and by role.
+
+A selector that matches nothing is an error rather than an empty run: a typo in
+``--cases`` must not produce a report that looks like a clean pass over zero cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from nl2sql_assets.evaluation.suite import EvalCase, EvalSuite, Outcome
+
+
+class SelectionError(ValueError):
+    """A case or role selector that matches nothing, or a run with nothing to do."""
+
+
+@dataclass(frozen=True)
+class SelectedCase:
+    suite: str
+    case: EvalCase
+
+
+@dataclass(frozen=True)
+class RoleRun:
+    """One case asked as one role (the unit a pass repeats and a config answers)."""
+
+    suite: str
+    case: EvalCase
+    role: str
+
+    @property
+    def expected(self) -> Outcome:
+        return self.case.outcome[self.role]
+
+
+def select_cases(suites: Sequence[tuple[str, EvalSuite]], selectors: Iterable[str] | None = None) -> list[SelectedCase]:
+    """Approved cases of every suite, in file order. ``selectors`` keep the cases whose id or
+    one of whose tags equals a selector; each selector must match at least one case."""
+    approved = [SelectedCase(name, c) for name, suite in suites for c in suite.cases if c.status == "approved"]
+    if selectors is None:
+        return approved
+    wanted = list(dict.fromkeys(selectors))
+    if not wanted:
+        return approved
+    unmatched = [s for s in wanted if not any(s == sc.case.id or s in sc.case.tags for sc in approved)]
+    if unmatched:
+        names = ", ".join(repr(s) for s in unmatched)
+        raise SelectionError(
+            f"case selector(s) {names} match no approved case id or tag in suite(s) "
+            f"{sorted({name for name, _ in suites})}"
+        )
+    keep = set(wanted)
+    return [sc for sc in approved if sc.case.id in keep or keep.intersection(sc.case.tags)]
+
+
+def role_runs(
+    selected: Sequence[SelectedCase],
+    roles: Iterable[str] | None = None,
+    *,
+    clarify: bool = False,
+) -> tuple[list[RoleRun], int]:
+    """``(runs, skipped)``: one run per case and role in its outcome map (narrowed by ``roles``);
+    ``clarify`` runs are left out and counted in ``skipped`` unless ``clarify`` is on."""
+    keep: set[str] | None = None
+    if roles is not None:
+        keep = set(roles)
+        known = {role for sc in selected for role in sc.case.outcome}
+        unknown = sorted(keep - known)
+        if unknown:
+            raise SelectionError(f"role(s) {unknown} appear in no selected case's outcome; roles there: {sorted(known)}")
+    runs: list[RoleRun] = []
+    skipped = 0
+    for sc in selected:
+        for role, outcome in sc.case.outcome.items():
+            if keep is not None and role not in keep:
+                continue
+            if outcome == "clarify" and not clarify:
+                skipped += 1
+                continue
+            runs.append(RoleRun(sc.suite, sc.case, role))
+    return runs, skipped

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from nl2sql_assets.yamlio import YamlFileError, line_of, load_yaml_file
+from nl2sql_assets.yamlio import YamlFileError, line_of
 
 NODE_NAMES = ("resolver", "decomposer", "planner", "refiner", "synthesizer", "curated")
 NodeName = Literal["resolver", "decomposer", "planner", "refiner", "synthesizer", "curated"]

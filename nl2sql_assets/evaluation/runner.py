@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from nl2sql_assets.engine.pipeline import Engine
     from nl2sql_assets.evaluation.report import EvalReport, RunMeta
     from nl2sql_assets.evaluation.suite import EvalSuite
+    from nl2sql_assets.evaluation.warehouse import SpendLedger
 
 log = logging.getLogger(__name__)
 
@@ -329,19 +331,37 @@ async def _run_concurrently(run: _Run, jobs: list[_Job], configs: dict[str, _Con
         raise group_error.exceptions[0] from None
 
 
-async def _run_capped(run: _Run, jobs: list[_Job], configs: dict[str, _ConfigRun], cap: float) -> str | None:
+async def _run_capped(run: _Run, jobs: list[_Job], configs: dict[str, _ConfigRun], cap: float,
+                      budget: SpendLedger | None = None) -> str | None:
     """One case run at a time. Before each (but the first), the most expensive case so far is
-    added to what was spent; if that could pass the cap, the run stops there."""
+    added to what was spent; if that could pass the cap, the run stops there.
+
+    With a ``budget`` (a spend ledger shared by several runs, e.g. every partition of a
+    backfill), the same rule is applied to everything spent under that budget, by any run."""
     most = 0.0
     for n, job in enumerate(jobs):
-        if n > 0 and run.spent + most > cap:
+        entry = f"{uuid.uuid4().hex}:{job.config}:{job.pass_index}:{job.rr.case.id}@{job.rr.role}"
+        if budget is not None:
+            while (decision := budget.reserve(entry, cap)) == "wait":
+                await asyncio.sleep(0.2)
+            if decision == "stop":
+                log.warning("stopping at the shared cost cap of $%.2f (%s)", cap, budget.totals())
+                return "max_cost"
+        elif n > 0 and run.spent + most > cap:
             log.warning(
                 "stopping at the cost cap: spent $%.4f, the next case may cost up to $%.4f, cap $%.2f "
                 "(%d of %d case runs done)", run.spent, most, cap, n, len(jobs),
             )
             return "max_cost"
         cfg = configs[job.config]
-        record, cost = await _one_case(run, job, cfg)
+        try:
+            record, cost = await _one_case(run, job, cfg)
+        except BaseException:
+            if budget is not None:  # release the reservation; nothing was priced
+                budget.spend(entry, 0.0, failed=True)
+            raise
+        if budget is not None:
+            budget.spend(entry, cost, config=job.config, case=job.rr.case.id, role=job.rr.role)
         most = max(most, cost)
         _finish_case(run, job, cfg, record, cost)
     return None
@@ -477,6 +497,7 @@ async def arun_eval(
     bus: EventBus | None = None,
     scorer_registry: ScorerRegistry | None = None,
     engine: Engine | None = None,
+    budget: SpendLedger | None = None,
 ) -> EvalReport:
     """``run_eval`` on the running event loop."""
     from nl2sql_assets import __version__
@@ -575,7 +596,7 @@ async def arun_eval(
             await _run_concurrently(run, jobs, configs, config.settings.max_concurrency)
         else:
             assert cap is not None
-            stopped = await _run_capped(run, jobs, configs, cap)
+            stopped = await _run_capped(run, jobs, configs, cap, budget)
     finally:
         if server is not None:
             server.stop()
@@ -660,6 +681,7 @@ def run_eval(
     bus: EventBus | None = None,
     scorer_registry: ScorerRegistry | None = None,
     engine: Engine | None = None,
+    budget: SpendLedger | None = None,
 ) -> EvalReport:
     """Run the selected cases in mode ``plans`` or ``full`` and return the EvalReport.
 
@@ -676,7 +698,7 @@ def run_eval(
     coro = arun_eval(
         config, suites=suites, mode=mode, llm=llm, cases=cases, roles=roles, scorers=scorers, curated=curated,
         passes=passes, pass_numbers=pass_numbers, max_cost_usd=max_cost_usd, on_case=on_case, clarify=clarify,
-        registry=registry, bus=bus, scorer_registry=scorer_registry, engine=engine,
+        registry=registry, bus=bus, scorer_registry=scorer_registry, engine=engine, budget=budget,
     )
     try:
         asyncio.get_running_loop()

@@ -1,0 +1,280 @@
+"""``nl2sql-assets``: set up a demo, run and gate evals, regenerate rows, publish records.
+
+Exit codes of ``eval run``: 0 finished and nothing regressed; 1 a regression against
+``--baseline``; 2 a usage error, a refused run, or a missing, unreadable or incomparable
+baseline; 3 the cost cap stopped the run early (the report is partial).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_COST_CAP = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for: reported on stderr, exit 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nl2sql-assets", description=__doc__.splitlines()[0])
+    p.add_argument("--config", default=None, help="path to nl2sql.yaml (default: ./nl2sql.yaml)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    init = sub.add_parser("init", help="write a working project folder")
+    init.add_argument("--demo", metavar="DIR", required=True, help="the folder to write the demo project into")
+    init.add_argument("--chinook", metavar="PATH", default=None, help="a local Chinook_Sqlite.sqlite")
+    init.add_argument("--force", action="store_true", help="overwrite an existing project in DIR")
+
+    data = sub.add_parser("data", help="make sure the project's demo databases exist")
+    data.add_argument("--chinook", metavar="PATH", default=None)
+
+    pipe = sub.add_parser("pipeline", help="the key-free evaluation through Dagster")
+    psub = pipe.add_subparsers(dest="pipeline_command", required=True)
+    prun = psub.add_parser("run", help="materialise datasets, case runs (pass 1), scoreboards and the gate")
+    prun.add_argument("--configs", nargs="+", default=None, metavar="NAME", help="default: the key-free configs")
+    prun.add_argument("--pass", dest="pass_index", type=int, default=1)
+
+    configs = sub.add_parser("configs", help="LLM configs known to the Dagster project")
+    csub = configs.add_subparsers(dest="configs_command", required=True)
+    cadd = csub.add_parser("add", help="register a config name as a case_runs partition")
+    cadd.add_argument("name")
+    cadd.add_argument("--llm", default=None, help="a preset, a file, or omit to use a preset of that name")
+    csub.add_parser("list", help="list registered configs")
+
+    ev = sub.add_parser("eval", help="run, gate, regenerate and publish evals")
+    esub = ev.add_subparsers(dest="eval_command", required=True)
+
+    run = esub.add_parser("run", help="run the suites and score them")
+    run.add_argument("--suite", action="append", default=None, metavar="PATH")
+    run.add_argument("--mode", choices=["full", "plans", "retrieval"], default="full")
+    run.add_argument("--llm", action="append", default=None, metavar="SPEC",
+                     help="a preset, a file, or NAME=PRESET|FILE (repeat to compare)")
+    run.add_argument("--cases", nargs="+", default=None, metavar="ID/TAG")
+    run.add_argument("--roles", nargs="+", default=None, metavar="R")
+    run.add_argument("--passes", type=int, default=None, metavar="N")
+    run.add_argument("--max-cost", type=float, default=None, metavar="USD")
+    run.add_argument("--baseline", default=None, metavar="PATH")
+    run.add_argument("--out", default=None, metavar="FILE")
+    run.add_argument("--clarify", action="store_true", help="also run cases that expect a clarification")
+
+    regen = esub.add_parser("regenerate", help="write rows and alt_rows from each case's SQL")
+    regen.add_argument("path")
+    regen.add_argument("--allow-packaged", action="store_true")
+
+    pub = esub.add_parser("publish", help="record reports under benchmarks/ and rebuild the results page")
+    pub.add_argument("reports", nargs="*")
+    pub.add_argument("--note", default=None)
+    pub.add_argument("--from", dest="from_dirs", action="append", default=[], metavar="DIR")
+    pub.add_argument("--root", default=None, help="the repository root (default: the current folder)")
+    return p
+
+
+def _config_path(args: argparse.Namespace) -> Path:
+    return Path(args.config) if args.config else Path.cwd() / "nl2sql.yaml"
+
+
+def _load_project(args: argparse.Namespace) -> Any:
+    from nl2sql_assets.project import Project
+
+    return Project.load(_config_path(args))
+
+
+def _progress(total: int) -> Any:
+    """A one-line progress counter on a terminal; nothing when piped."""
+    if not sys.stderr.isatty():
+        return None
+    done = [0]
+
+    def on_case(config: str, record: Any, spent: float) -> None:
+        done[0] += 1
+        mark = {"pass": ".", "fail": "F", "error": "E", "skip": "s"}.get(record.status, "?")
+        sys.stderr.write(f"\r[{config}] {done[0]}/{total or '?'} {mark} spent ${spent:.4f}   ")
+        sys.stderr.flush()
+
+    return on_case
+
+
+def _cmd_eval_run(args: argparse.Namespace) -> int:
+    from nl2sql_assets.evaluation.gate import BaselineError
+    from nl2sql_assets.evaluation.report import save_report
+
+    if args.mode == "full" and "CI" in os.environ:
+        raise UsageError("mode full spends money and never runs in CI (the CI variable is set)")
+    project = _load_project(args)
+    llm = None
+    if args.llm:
+        if args.mode != "full":
+            raise UsageError("--llm applies to mode full only")
+        from nl2sql_assets.llm.presets import resolve_llm_spec
+
+        llm = dict(resolve_llm_spec(spec) for spec in args.llm)
+    report = project.evals.run(
+        args.suite,
+        mode=args.mode,
+        llm=llm,
+        cases=args.cases,
+        roles=args.roles,
+        passes=args.passes,
+        max_cost_usd=args.max_cost,
+        on_case=_progress(0),
+        clarify=args.clarify,
+    )
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    out = Path(args.out) if args.out else project.root / f"eval_{args.mode}.json"
+    save_report(report, out)
+    for name, board in report.configs.items():
+        acc = board.accuracy.execution
+        print(f"{name}: execution accuracy {acc.rate:.1%} ({acc.passed}/{acc.total}, 95% CI "
+              f"{acc.low:.1%}-{acc.high:.1%}); overall {board.accuracy.overall.rate:.1%}")
+    print(f"report: {out}")
+    code = EXIT_OK
+    if args.baseline:
+        try:
+            result = project.evals.gate(report, args.baseline)
+        except BaselineError as exc:
+            print(f"baseline: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if result.series_break:
+            print(f"gate: not comparable: {result.series_break}", file=sys.stderr)
+            return EXIT_USAGE
+        for comp in result.compared:
+            print(f"gate [{comp.config}/{comp.measure}]: lost {len(comp.lost)} {comp.lost}, "
+                  f"gained {len(comp.gained)} {comp.gained}, McNemar p={comp.p_value:.3g}")
+        if not result.ok:
+            for line in result.regressions:
+                print(f"REGRESSION: {line}", file=sys.stderr)
+            code = EXIT_REGRESSION
+        else:
+            print("gate: ok")
+    if report.stopped == "max_cost":
+        print(f"stopped at the cost cap: spent ${report.spent:.4f}", file=sys.stderr)
+        return EXIT_COST_CAP
+    return code
+
+
+def _cmd_eval_regenerate(args: argparse.Namespace) -> int:
+    project = _load_project(args)
+    report = project.evals.regenerate(args.path, allow_packaged=args.allow_packaged)
+    print(f"{report.path}: {report.written} result sets written, {len(report.failed)} failed"
+          + (" (file unchanged)" if report.unchanged else ""))
+    for failure in report.failed:
+        print(f"  {failure.case_id}: {failure.reason}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+def _cmd_eval_publish(args: argparse.Namespace) -> int:
+    from nl2sql_assets.evaluation.publish import publish
+
+    root = Path(args.root) if args.root else Path.cwd()
+    result = publish([Path(r) for r in args.reports], note=args.note,
+                     from_dirs=[Path(d) for d in args.from_dirs], root=root)
+    for path in result.written:
+        print(f"recorded {path}")
+    print(f"rebuilt {root / 'docs' / 'benchmarks.md'} and the README's results block")
+    return 0
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from nl2sql_assets.datasources.demo import init_demo
+
+    demo = init_demo(Path(args.demo), chinook=Path(args.chinook) if args.chinook else None, force=args.force)
+    print(f"demo project written to {demo.root}")
+    print(f"next: cd {demo.root} && nl2sql-assets eval run --mode plans")
+    return 0
+
+
+def _cmd_data(args: argparse.Namespace) -> int:
+    from nl2sql_assets.config import load_config
+    from nl2sql_assets.datasources.demo import ensure_demo_data
+
+    config = load_config(_config_path(args))
+    for ds_id, path in ensure_demo_data(config, chinook=Path(args.chinook) if args.chinook else None).items():
+        print(f"{ds_id}: {path}")
+    return 0
+
+
+def _cmd_pipeline(args: argparse.Namespace) -> int:
+    import dagster as dg
+
+    from nl2sql_assets.defs.automation import NIGHTLY_CONFIGS
+    from nl2sql_assets.defs.keyfree import run_keyfree
+
+    with dg.DagsterInstance.get() as instance:
+        run = run_keyfree(_config_path(args).resolve(), instance,
+                          configs=tuple(args.configs or NIGHTLY_CONFIGS), pass_index=args.pass_index)
+    for name, ok in run.runs.items():
+        print(f"{'ok    ' if ok else 'FAILED'} {name}")
+    for name, passed in run.checks.items():
+        print(f"check {'passed' if passed else 'FAILED'}: {name}")
+    for name, meta in run.scoreboards.items():
+        print(f"scoreboard {name}: execution accuracy {meta['execution_accuracy']:.1%} "
+              f"(95% CI {meta['execution_low']:.1%}-{meta['execution_high']:.1%}), "
+              f"{meta['case_runs']} case runs")
+    return 0 if run.ok else 1
+
+
+def _cmd_configs(args: argparse.Namespace) -> int:
+    import dagster as dg
+
+    from nl2sql_assets.config import load_config
+    from nl2sql_assets.defs.partitions import CONFIGS, register_configs
+    from nl2sql_assets.evaluation.configs import project_configs_dir, resolve_config, validate_config_name
+
+    with dg.DagsterInstance.get() as instance:
+        if args.configs_command == "list":
+            for name in instance.get_dynamic_partitions(CONFIGS.name):
+                print(name)
+            return 0
+        config = load_config(_config_path(args))
+        name = validate_config_name(args.name)
+        if args.llm:
+            from nl2sql_assets.llm.presets import resolve_llm_spec
+            from nl2sql_assets.yamlio import dump_yaml
+
+            _, llm = resolve_llm_spec(args.llm)
+            target = project_configs_dir(config) / f"{name}.yaml"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(f"# llm section for config {name} (from {args.llm})\n"
+                              + dump_yaml(llm.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
+        mode, _ = resolve_config(name, config)  # refuses a name that resolves to nothing
+        new = register_configs(instance, [name])
+    print(f"config {name!r} ({mode}) " + ("registered" if new else "was already registered"))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from nl2sql_assets.config import ConfigError
+
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "init":
+            return _cmd_init(args)
+        if args.command == "data":
+            return _cmd_data(args)
+        if args.command == "pipeline":
+            return _cmd_pipeline(args)
+        if args.command == "configs":
+            return _cmd_configs(args)
+        handler = {"run": _cmd_eval_run, "regenerate": _cmd_eval_regenerate, "publish": _cmd_eval_publish}
+        return handler[args.eval_command](args)
+    except (UsageError, ConfigError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        # Domain errors that mean "this run cannot start" are usage errors (exit 2).
+        if type(exc).__name__ in {"SelectionError", "RunRefused", "UnknownPriceError", "SuiteError",
+                                  "BaselineError", "ChinookError", "DemoError", "PresetError"}:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

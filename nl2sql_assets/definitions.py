@@ -1,0 +1,10 @@
+"""The Dagster entry point: every definition under ``nl2sql_assets/defs``."""
+
+from pathlib import Path
+
+from dagster import definitions, load_from_defs_folder
+
+
+@definitions
+def defs():
+    return load_from_defs_folder(path_within_project=Path(__file__).parent)

@@ -1,0 +1,222 @@
+"""Assets for one suite's evaluation: case runs (config x pass), scoreboards (per config) with the
+regression gate as a blocking check, the report across configs, and benchmark records."""
+
+
+from pathlib import Path
+
+import dagster as dg
+
+from nl2sql_assets.defs.partitions import CONFIG_X_PASS, CONFIGS
+from nl2sql_assets.defs.resources import ProjectResource
+
+EVALS_GROUP = "evals"
+LLM_TAG = "nl2sql/llm"
+BUDGET_TAG = "nl2sql/budget_usd"
+
+
+class RecordConfig(dg.Config):
+    """Run config of benchmark_records: records are written only when ``record`` is true."""
+
+    record: bool = False
+    note: str = ""
+
+
+def report_path(project: ProjectResource, suite: str, config: str) -> Path:
+    return project.warehouse.root / "reports" / suite / f"{config}.json"
+
+
+def build_eval_assets(suite_name: str, suite_path: Path) -> list:
+    case_runs_key = dg.AssetKey(["case_runs", suite_name])
+    scoreboard_key = dg.AssetKey(["scoreboards", suite_name])
+    report_key = dg.AssetKey(["eval_report", suite_name])
+    records_key = dg.AssetKey(["benchmark_records", suite_name])
+
+    @dg.asset(
+        key=case_runs_key,
+        deps=[dg.AssetKey(["regenerated_rows", suite_name])],
+        partitions_def=CONFIG_X_PASS,
+        backfill_policy=dg.BackfillPolicy.multi_run(1),
+        pool="llm",
+        group_name=EVALS_GROUP,
+        kinds={"duckdb"},
+        description=f"Every approved case of {suite_name} asked once per role, for one config and pass; "
+                    "the case records go to the warehouse.",
+    )
+    def case_runs(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+        from nl2sql_assets.evaluation.steps import run_partition
+
+        keys = context.partition_key.keys_by_dimension
+        config, pass_index = keys["config"], int(keys["pass"])
+        cap = context.run.tags.get(BUDGET_TAG)
+        # Every run of one backfill draws on one spend ledger, so the cap covers the whole backfill.
+        budget = context.run.tags.get("dagster/backfill") or context.run_id
+        with project.open() as proj:
+            run = run_partition(proj, suite_path, config, pass_index, project.warehouse,
+                                max_cost_usd=float(cap) if cap else None, budget=budget)
+        board = next(iter(run.report.configs.values()))
+        s = board.summary.total
+        return dg.MaterializeResult(metadata={
+            "passed": s["pass"], "failed": s["fail"], "errors": s["error"], "skipped": s["skip"],
+            "execution_accuracy": board.accuracy.execution.rate,
+            "cost_usd": board.cost.total_usd,
+            "seconds": round(run.seconds, 3),
+            "mode": run.report.mode,
+            "stopped": run.report.stopped or "",
+            "records": dg.MetadataValue.path(str(run.path)),
+        })
+
+    @dg.asset(
+        key=scoreboard_key,
+        deps=[case_runs_key],
+        partitions_def=CONFIGS,
+        group_name=EVALS_GROUP,
+        kinds={"json"},
+        description="One config's board over all its passes: accuracies with 95% Wilson intervals, pass^k, "
+                    "determinism, cost and latency.",
+    )
+    def scoreboard(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+        from nl2sql_assets.evaluation.report import save_report, to_markdown
+        from nl2sql_assets.evaluation.steps import scoreboard_report
+
+        config = context.partition_key
+        report = scoreboard_report(suite_name, config, project.warehouse)
+        save_report(report, report_path(project, suite_name, config))
+        board = next(iter(report.configs.values()))
+        acc = board.accuracy
+        return dg.MaterializeResult(metadata={
+            "execution_accuracy": acc.execution.rate,
+            "execution_low": acc.execution.low,
+            "execution_high": acc.execution.high,
+            "lenient_accuracy": acc.lenient.rate,
+            "overall_accuracy": acc.overall.rate,
+            "pass_k": acc.pass_k.execution.rate,
+            "passes": report.passes,
+            "determinism": board.determinism.rate if board.determinism is not None else 1.0,
+            "cost_per_case_usd": board.cost.per_case_usd,
+            "latency_p95_s": board.latency.p95,
+            "case_runs": acc.execution.total,
+            "board": dg.MetadataValue.md(to_markdown(board)),
+        })
+
+    @dg.asset_check(
+        asset=scoreboard_key,
+        name="regression_gate",
+        blocking=True,
+        partitions_def=CONFIGS,
+        description="Case by case against the newest comparable record in benchmarks/: a case that passed "
+                    "there and fails now blocks benchmark_records.",
+    )
+    def regression_gate(context: dg.AssetCheckExecutionContext, project: ProjectResource) -> dg.AssetCheckResult:
+        return gate_check_result(project, suite_name, [context.partition_key])
+
+    @dg.asset(
+        key=report_key,
+        deps=[scoreboard_key],
+        group_name=EVALS_GROUP,
+        kinds={"json"},
+        description="Every config's board side by side, with the cases on which they differ.",
+    )
+    def eval_report(project: ProjectResource) -> dg.MaterializeResult:
+        from nl2sql_assets.evaluation.report import save_report
+        from nl2sql_assets.evaluation.steps import suite_report
+
+        report = suite_report(suite_name, project.warehouse)
+        out = project.warehouse.root / "reports" / suite_name / "_all.json"
+        save_report(report, out)
+        rows = []
+        for name, board in report.configs.items():
+            a = board.accuracy
+            rows.append(f"| {name} | {a.execution.rate:.1%} ({a.execution.low:.1%}-{a.execution.high:.1%}) | "
+                        f"{a.lenient.rate:.1%} | {a.overall.rate:.1%} | ${board.cost.per_case_usd:.4f} | "
+                        f"{board.latency.p50:.2f}s |")
+        table = ("| config | execution (95% CI) | lenient | overall | cost/case | p50 |\n"
+                 "|---|---|---|---|---|---|\n" + "\n".join(rows))
+        return dg.MaterializeResult(metadata={
+            "configs": len(report.configs),
+            "comparison": dg.MetadataValue.md(table),
+            "path": dg.MetadataValue.path(str(out)),
+        })
+
+    @dg.asset(
+        key=records_key,
+        deps=[scoreboard_key],
+        partitions_def=CONFIGS,
+        group_name=EVALS_GROUP,
+        kinds={"json"},
+        description="Writes a benchmark record under benchmarks/ and rebuilds the results page, only when "
+                    "launched with `record: true` (and a note).",
+    )
+    def benchmark_records(context: dg.AssetExecutionContext, config: RecordConfig,
+                          project: ProjectResource) -> dg.MaterializeResult:
+        from nl2sql_assets.evaluation.publish import publish
+        from nl2sql_assets.evaluation.report import load_report
+
+        path = report_path(project, suite_name, context.partition_key)
+        if not config.record:
+            return dg.MaterializeResult(metadata={"recorded": False, "hint": dg.MetadataValue.text(
+                "launch with run config {record: true, note: ...} to write a record")})
+        result = publish([load_report(path)], note=config.note or None, root=project.root)
+        return dg.MaterializeResult(metadata={
+            "recorded": True,
+            "records": dg.MetadataValue.json([str(p) for p in result.records]),
+        })
+
+    return [case_runs, scoreboard, regression_gate, eval_report, benchmark_records]
+
+
+def gate_check_result(project: ProjectResource, suite_name: str, configs: list[str]) -> dg.AssetCheckResult:
+    """Gate each config's stored scoreboard; the flipped cases go into the metadata."""
+    from nl2sql_assets.evaluation.report import load_report
+    from nl2sql_assets.evaluation.steps import gate_against_benchmarks
+
+    with project.open() as proj:
+        settings = proj.config.evals_config.gate
+    lines: list[str] = []
+    lost: dict[str, list[str]] = {}
+    gained: dict[str, list[str]] = {}
+    p_values: dict[str, float] = {}
+    regressed = broken = False
+    for config in configs:
+        path = report_path(project, suite_name, config)
+        if not path.exists():
+            lines.append(f"{config}: no scoreboard yet")
+            continue
+        outcome = gate_against_benchmarks(load_report(path), project.benchmarks, settings)
+        lines.append(f"{config}: {outcome.status}: {outcome.message}")
+        regressed |= outcome.status == "regressed"
+        broken |= outcome.status == "series_break"
+        if outcome.result is not None:
+            for comp in outcome.result.compared:
+                key = f"{config}/{comp.measure}"
+                lost[key], gained[key], p_values[key] = comp.lost, comp.gained, comp.p_value
+    metadata: dict = {
+        "lost": dg.MetadataValue.json(lost),
+        "gained": dg.MetadataValue.json(gained),
+        "lost_count": sum(len(v) for v in lost.values()),
+        "gained_count": sum(len(v) for v in gained.values()),
+        "summary": dg.MetadataValue.md("\n".join(f"- {line}" for line in lines)),
+    }
+    metadata.update({f"mcnemar_p[{k}]": v for k, v in p_values.items()})
+    if regressed:
+        return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata,
+                                   description="; ".join(lines))
+    if broken:
+        # A new series (changed suite or schema) is worth a look but must not block recording it.
+        return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN, metadata=metadata,
+                                   description="; ".join(lines))
+    return dg.AssetCheckResult(passed=True, metadata=metadata, description="; ".join(lines))
+
+
+def build_gate_all_check(suite_name: str) -> dg.AssetChecksDefinition:
+    """The same gate over every stored scoreboard, unpartitioned, for the sensor's check-only job."""
+
+    @dg.asset_check(asset=dg.AssetKey(["scoreboards", suite_name]), name="regression_gate_all_configs",
+                    description="The regression gate for every config with a stored scoreboard "
+                                "(run by the new-baseline sensor).")
+    def regression_gate_all_configs(project: ProjectResource) -> dg.AssetCheckResult:
+        folder = project.warehouse.root / "reports" / suite_name
+        configs = sorted(p.stem for p in folder.glob("*.json") if not p.stem.startswith("_")) if folder.is_dir() else []
+        return gate_check_result(project, suite_name, configs)
+
+    return regression_gate_all_configs
+

@@ -1,0 +1,53 @@
+"""The README's main job: the key-free evaluation through Dagster, in-process, on the project's instance.
+
+It runs the same jobs the UI launches, in order: datasets (demo data, snapshots, suites,
+regenerated rows), case runs for each key-free config (pass 1), then its scoreboards with the
+blocking regression gate and the suite reports. The runs land in $DAGSTER_HOME, so
+``dagster dev`` shows them afterwards.
+"""
+
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+
+from nl2sql_assets.defs.automation import NIGHTLY_CONFIGS
+from nl2sql_assets.defs.factory import build_defs
+from nl2sql_assets.defs.partitions import config_pass_key, register_configs
+
+
+@dataclass
+class KeyFreeRun:
+    ok: bool
+    runs: dict[str, bool] = field(default_factory=dict)  # job[partition] -> success
+    scoreboards: dict[str, dict] = field(default_factory=dict)  # "suite/config" -> metadata
+    checks: dict[str, bool] = field(default_factory=dict)  # check name -> passed
+
+
+def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tuple[str, ...] = NIGHTLY_CONFIGS,
+                pass_index: int = 1) -> KeyFreeRun:
+    defs = build_defs(config_path)
+    register_configs(instance, list(configs))
+    out = KeyFreeRun(ok=True)
+
+    def execute(job: str, partition: str | dg.MultiPartitionKey | None = None) -> dg.ExecuteInProcessResult:
+        result = defs.resolve_job_def(job).execute_in_process(
+            instance=instance, partition_key=partition, raise_on_error=False)
+        out.runs[f"{job}[{partition}]" if partition else job] = result.success
+        out.ok &= result.success
+        for evaluation in result.get_asset_check_evaluations():
+            out.checks[f"{'/'.join(evaluation.asset_key.path)}:{evaluation.check_name}"] = evaluation.passed
+        return result
+
+    execute("datasets_job")
+    for config in configs:
+        execute("case_runs_job", config_pass_key(config, pass_index))
+        result = execute("scoreboards_job", config)
+        for event in result.get_asset_materialization_events():
+            mat = event.step_materialization_data.materialization
+            if mat.asset_key.path[0] == "scoreboards":
+                out.scoreboards[f"{mat.asset_key.path[-1]}/{config}"] = {
+                    k: v.value for k, v in mat.metadata.items()
+                }
+    return out

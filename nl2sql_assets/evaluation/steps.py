@@ -1,0 +1,150 @@
+"""The steps the asset graph runs, as plain functions over a project and its warehouse.
+
+Each Dagster asset is a few lines that call one of these, so every step can be run and
+tested without Dagster: one (config, pass) partition of case runs, a config's scoreboard
+over all its passes, the suite's report across configs, and the gate against the newest
+comparable record under ``benchmarks/``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from nl2sql_assets.evaluation.configs import resolve_config
+from nl2sql_assets.evaluation.report import ConfigMeta, EvalReport, RunMeta, RunStamp, build_report
+from nl2sql_assets.evaluation.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from nl2sql_assets.config import GateSettings
+    from nl2sql_assets.evaluation.gate import GateResult
+    from nl2sql_assets.project import Project
+
+
+@dataclass(frozen=True)
+class PartitionRun:
+    report: EvalReport
+    path: Path
+    seconds: float
+
+
+def run_partition(project: Project, suite_path: Path, config_name: str, pass_index: int, warehouse: Warehouse,
+                  *, max_cost_usd: float | None = None, budget: str | None = None) -> PartitionRun:
+    """Run one pass of one config over one suite and store its case records in the warehouse.
+
+    ``budget`` names a spend ledger shared by every partition of a backfill, so the dollar
+    cap holds across all of them, not per run."""
+    mode, llm = resolve_config(config_name, project.config)
+    started = time.perf_counter()
+    report = project.evals.run(
+        [suite_path],
+        mode=mode,
+        llm={config_name: llm} if llm is not None else None,
+        pass_numbers=[pass_index],
+        max_cost_usd=max_cost_usd,
+        budget=warehouse.ledger(budget) if budget else None,
+    )
+    seconds = time.perf_counter() - started
+    board_name = next(iter(report.configs))
+    records = [r.model_copy(update={"config": config_name}) for r in report.configs[board_name].results]
+    meta = run_meta_of(report).model_dump(mode="json")
+    path = warehouse.write_pass(suite_path.stem, config_name, pass_index, records, meta)
+    return PartitionRun(report=report, path=path, seconds=seconds)
+
+
+def run_meta_of(report: EvalReport) -> RunMeta:
+    """The RunMeta a report was built from (so passes stored apart can be merged later)."""
+    data = {name: getattr(report, name) for name in RunMeta.model_fields if hasattr(report, name)}
+    data["configs"] = {
+        name: ConfigMeta(models=board.models, planned_cases=board.planned_cases,
+                         completed_cases=board.completed_cases,
+                         unknown_cost_calls=board.cost.unknown_cost_calls)
+        for name, board in report.configs.items()
+    }
+    return RunMeta.model_validate(data)
+
+
+def merge_metas(metas: list[RunMeta], config_name: str) -> RunMeta:
+    """One RunMeta for several passes of one config: counts summed, the stamp spanning them."""
+    if not metas:
+        raise ValueError(f"no stored passes for config {config_name!r}")
+    first = metas[0]
+    planned = sum(sum(c.planned_cases for c in m.configs.values()) for m in metas)
+    completed = sum(sum(c.completed_cases for c in m.configs.values()) for m in metas)
+    unknown = sum(sum(c.unknown_cost_calls for c in m.configs.values()) for m in metas)
+    models = next(iter(first.configs.values())).models if first.configs else {}
+    stamp = RunStamp.model_validate({
+        **first.run_stamp.model_dump(),
+        "started_at": min(m.run_stamp.started_at for m in metas),
+        "finished_at": max(m.run_stamp.finished_at for m in metas),
+    })
+    return first.model_copy(update={
+        "passes": len(metas),
+        "spent": sum(m.spent for m in metas),
+        "stopped": next((m.stopped for m in metas if m.stopped), None),
+        "skipped": sum(m.skipped for m in metas),
+        "configs": {config_name: ConfigMeta(models=models, planned_cases=planned, completed_cases=completed,
+                                            unknown_cost_calls=unknown)},
+        "run_stamp": stamp,
+    })
+
+
+def scoreboard_report(suite_name: str, config_name: str, warehouse: Warehouse) -> EvalReport:
+    """A config's board over every pass stored for it (pass^k and determinism need them all)."""
+    records = warehouse.read_records(suite_name, config_name)
+    metas = [RunMeta.model_validate(m) for m in warehouse.read_metas(suite_name, config_name)]
+    if not records or not metas:
+        raise FileNotFoundError(
+            f"no case runs stored for suite {suite_name!r}, config {config_name!r} under {warehouse.root}; "
+            "materialise case_runs first"
+        )
+    modes = {m.mode for m in metas}
+    if len(modes) != 1:
+        raise ValueError(f"passes of config {config_name!r} ran in different modes: {sorted(modes)}")
+    return build_report(records, merge_metas(metas, config_name))
+
+
+def suite_report(suite_name: str, warehouse: Warehouse, configs: list[str] | None = None) -> EvalReport:
+    """Every config's board side by side (the report's comparison). Configs must share a mode
+    to be compared; the first config's mode is kept and others are left out."""
+    names = configs if configs is not None else warehouse.configs(suite_name)
+    boards: list[EvalReport] = [scoreboard_report(suite_name, c, warehouse) for c in names]
+    if not boards:
+        raise FileNotFoundError(f"no scoreboards stored for suite {suite_name!r} under {warehouse.root}")
+    mode = boards[0].mode
+    same = [b for b in boards if b.mode == mode]
+    records = [r for b in same for board in b.configs.values() for r in board.results]
+    metas = [run_meta_of(b) for b in same]
+    merged = metas[0].model_copy(update={
+        "configs": {k: v for m in metas for k, v in m.configs.items()},
+        "spent": sum(m.spent for m in metas),
+        "passes": max(m.passes for m in metas),
+    })
+    return build_report(records, merged)
+
+
+GateStatus = Literal["passed", "regressed", "no_baseline", "series_break"]
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    status: GateStatus
+    message: str
+    result: GateResult | None = None
+
+
+def gate_against_benchmarks(report: EvalReport, benchmarks: Path, settings: GateSettings) -> GateOutcome:
+    """The gate against the newest comparable record; no record yet is not a failure."""
+    from nl2sql_assets.evaluation.gate import BaselineError, gate
+
+    try:
+        result = gate(report, benchmarks, settings)
+    except BaselineError as exc:
+        return GateOutcome("no_baseline", str(exc))
+    if result.series_break:
+        return GateOutcome("series_break", f"not comparable with the baseline: {result.series_break}", result)
+    if not result.ok:
+        return GateOutcome("regressed", "; ".join(result.regressions), result)
+    return GateOutcome("passed", "no case flipped from pass to fail", result)

@@ -1,0 +1,212 @@
+"""The results warehouse: one JSON Lines file of case records per (suite, config, pass), queried with DuckDB.
+
+Case runs write their own records here (rather than through an IO manager), so a
+scoreboard reads every pass of its config with one query and history is plain SQL:
+
+    warehouse/case_records/suite=<suite>/config=<config>/pass=<n>.jsonl
+    warehouse/case_records/suite=<suite>/config=<config>/pass=<n>.meta.json   (the run's RunMeta)
+    warehouse/spend/<budget>.jsonl                                              (the spend ledger)
+
+Files are written atomically (temporary file, then rename), so a reader never sees half a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from nl2sql_assets.evaluation.case_record import CaseRecord
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+class Warehouse:
+    """Case records and the spend ledger under one folder (git-ignored)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    # ------------------------------------------------------------ case records
+
+    def partition_dir(self, suite: str, config: str) -> Path:
+        return self.root / "case_records" / f"suite={suite}" / f"config={config}"
+
+    def write_pass(self, suite: str, config: str, pass_index: int, records: list[CaseRecord],
+                   meta: dict[str, Any]) -> Path:
+        """Replace the records of one (suite, config, pass); returns the JSONL path."""
+        folder = self.partition_dir(suite, config)
+        path = folder / f"pass={pass_index}.jsonl"
+        _atomic_write(path, "".join(r.model_dump_json() + "\n" for r in records))
+        _atomic_write(folder / f"pass={pass_index}.meta.json", json.dumps(meta, indent=1, sort_keys=True))
+        return path
+
+    def passes(self, suite: str, config: str) -> list[int]:
+        folder = self.partition_dir(suite, config)
+        if not folder.is_dir():
+            return []
+        return sorted(int(p.stem.split("=", 1)[1]) for p in folder.glob("pass=*.jsonl"))
+
+    def configs(self, suite: str) -> list[str]:
+        folder = self.root / "case_records" / f"suite={suite}"
+        if not folder.is_dir():
+            return []
+        return sorted(p.name.split("=", 1)[1] for p in folder.iterdir() if p.is_dir() and p.name.startswith("config="))
+
+    def read_records(self, suite: str, config: str) -> list[CaseRecord]:
+        out: list[CaseRecord] = []
+        for n in self.passes(suite, config):
+            path = self.partition_dir(suite, config) / f"pass={n}.jsonl"
+            with path.open(encoding="utf-8") as fh:
+                out.extend(CaseRecord.model_validate_json(line) for line in fh if line.strip())
+        return out
+
+    def read_metas(self, suite: str, config: str) -> list[dict[str, Any]]:
+        folder = self.partition_dir(suite, config)
+        return [json.loads((folder / f"pass={n}.meta.json").read_text(encoding="utf-8"))
+                for n in self.passes(suite, config) if (folder / f"pass={n}.meta.json").exists()]
+
+    def connect(self) -> Any:
+        """An in-memory DuckDB connection with a ``case_records`` view over every JSONL file."""
+        import duckdb
+
+        con = duckdb.connect(":memory:", config={"threads": 1})
+        pattern = (self.root / "case_records" / "**" / "*.jsonl").as_posix()
+        if any((self.root / "case_records").glob("**/*.jsonl")):
+            # A view cannot take a prepared parameter: the path is quoted as an SQL string literal.
+            literal = "'" + pattern.replace("'", "''") + "'"
+            con.execute(
+                f"CREATE VIEW case_records AS SELECT * FROM read_json_auto({literal}, hive_partitioning = true, "
+                "union_by_name = true, format = 'newline_delimited')"
+            )
+        else:
+            con.execute(
+                "CREATE VIEW case_records AS SELECT NULL::VARCHAR AS suite, NULL::VARCHAR AS config, "
+                "NULL::INTEGER AS pass_index, NULL::VARCHAR AS case_id, NULL::VARCHAR AS role, "
+                "NULL::VARCHAR AS status, NULL::VARCHAR AS execution_status, NULL::DOUBLE AS cost_usd, "
+                "NULL::DOUBLE AS latency_s WHERE false"
+            )
+        return con
+
+    def summary(self, suite: str | None = None) -> list[dict[str, Any]]:
+        """Per suite, config and pass: runs, passed, execution passed, cost and mean latency."""
+        con = self.connect()
+        try:
+            where = "WHERE suite = ?" if suite else ""
+            rows = con.execute(
+                f"""SELECT suite, config, pass_index, count(*) AS runs,
+                           count(*) FILTER (WHERE status = 'pass') AS passed,
+                           count(*) FILTER (WHERE execution_status = 'pass') AS execution_passed,
+                           coalesce(sum(cost_usd), 0) AS cost_usd, avg(latency_s) AS mean_latency_s
+                    FROM case_records {where}
+                    GROUP BY ALL ORDER BY suite, config, pass_index""",
+                [suite] if suite else [],
+            ).fetchall()
+            cols = ["suite", "config", "pass_index", "runs", "passed", "execution_passed", "cost_usd",
+                    "mean_latency_s"]
+            return [dict(zip(cols, r, strict=True)) for r in rows]
+        finally:
+            con.close()
+
+    # ------------------------------------------------------------ spend ledger
+
+    def ledger(self, budget: str) -> SpendLedger:
+        return SpendLedger(self.root / "spend" / f"{budget}.jsonl")
+
+
+class SpendLedger:
+    """Dollars spent under one budget (a backfill), shared by every run that draws on it.
+
+    Runs in other processes append to the same file under an exclusive lock, so the check
+    "spent + the most expensive case so far stays under the cap" sees everyone's spending.
+    Each case first reserves the most expensive case so far; the reservation is replaced by
+    the real cost when the case ends. The total can pass the cap only by what one case costs
+    more than the most expensive case before it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _entries(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        with self.path.open(encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+    def _state(self) -> tuple[float, float, float, int, int]:
+        """(spent, reserved, most expensive case, open reservations, finished cases)."""
+        spent = max_case = 0.0
+        finished = 0
+        open_reservations: dict[str, float] = {}
+        for e in self._entries():
+            if e["kind"] == "reserve":
+                open_reservations[e["id"]] = e["usd"]
+            elif e["kind"] == "spend":
+                open_reservations.pop(e["id"], None)
+                spent += e["usd"]
+                max_case = max(max_case, e["usd"])
+                finished += 1
+        return spent, sum(open_reservations.values()), max_case, len(open_reservations), finished
+
+    def totals(self) -> dict[str, float]:
+        spent, reserved, max_case, open_count, finished = self._state()
+        return {"spent": spent, "reserved": reserved, "max_case": max_case, "open": open_count,
+                "finished": finished}
+
+    def reserve(self, entry_id: str, cap: float) -> Literal["go", "wait", "stop"]:
+        """Ask to start one case under ``cap``.
+
+        ``go``: room is reserved (the most expensive case so far). ``wait``: cases in flight
+        may free room, or no case has finished yet so nothing is known about cost: ask again.
+        ``stop``: even with nothing in flight the next case could pass the cap.
+        The very first case always goes.
+        """
+        with self._locked():
+            spent, reserved, max_case, open_count, finished = self._state()
+            if finished == 0:
+                if open_count:
+                    return "wait"
+                self._append({"kind": "reserve", "id": entry_id, "usd": 0.0})
+                return "go"
+            if spent + reserved + max_case > cap:
+                return "wait" if open_count else "stop"
+            self._append({"kind": "reserve", "id": entry_id, "usd": max_case})
+            return "go"
+
+    def spend(self, entry_id: str, usd: float, **info: Any) -> None:
+        with self._locked():
+            self._append({"kind": "spend", "id": entry_id, "usd": usd, **info})
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())

@@ -1,0 +1,95 @@
+"""Sensors, the nightly schedule, partitions and config names."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from nl2sql_assets.defs.factory import build_defs
+from nl2sql_assets.defs.partitions import CONFIGS, register_configs
+from nl2sql_assets.evaluation.configs import ConfigNameError, validate_config_name
+
+
+@pytest.fixture
+def instance(tmp_path: Path):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with dg.instance_for_test(temp_dir=str(home)) as inst:
+        yield inst
+
+
+@pytest.mark.parametrize("name", ["plans", "gpt-5.4", "gpt-5.4-mini-helpers", "claude_planner", "a.b-c_d"])
+def test_good_config_names(name: str):
+    assert validate_config_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["a|b", "a,b", "a...b", "has space", "", "x" * 65, "ünï", "a/b", ".."])
+def test_bad_config_names_are_a_clear_error(name: str):
+    with pytest.raises(ConfigNameError, match="invalid config name"):
+        validate_config_name(name)
+
+
+def test_register_refuses_a_bad_name_before_adding_anything(instance):
+    with pytest.raises(ConfigNameError):
+        register_configs(instance, ["good", "bad|name"])
+    assert instance.get_dynamic_partitions(CONFIGS.name) == []
+
+
+def test_new_baseline_starts_exactly_one_gate_run_and_the_next_tick_none(demo_project: Path, instance):
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    sensor = defs.get_sensor_def("new_baseline_sensor")
+    folder = demo_project / "benchmarks" / "plans" / "chinook"
+    folder.mkdir(parents=True)
+
+    first = sensor(dg.build_sensor_context(instance=instance, cursor=None, definitions=defs))
+    assert first.run_requests == []
+
+    (folder / "2026-11-29_abcdef0_plans.json").write_text(json.dumps({"schema": 2}), encoding="utf-8")
+    second = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor, definitions=defs))
+    assert len(second.run_requests) == 1
+    assert second.run_requests[0].job_name in (None, "regression_gate_job")
+    assert "2026-11-29_abcdef0_plans.json" in second.run_requests[0].run_key
+
+    third = sensor(dg.build_sensor_context(instance=instance, cursor=second.cursor, definitions=defs))
+    assert third.run_requests == []
+
+
+def test_config_sensor_registers_key_free_configs_presets_and_project_files(demo_project: Path, instance):
+    (demo_project / "configs").mkdir()
+    (demo_project / "configs" / "my-model.yaml").write_text(
+        "default: {model: openai/gpt-4o-mini}\n", encoding="utf-8")
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    sensor = defs.get_sensor_def("llm_config_sensor")
+    with dg.build_sensor_context(instance=instance, definitions=defs,
+                                 resources={"project": defs.resources["project"]}) as ctx:
+        result = sensor(ctx)
+    (request,) = result.dynamic_partitions_requests
+    assert request.partitions_def_name == "llm_config"
+    assert {"plans", "retrieval", "gpt-5.4", "my-model"} <= set(request.partition_keys)
+
+
+def test_nightly_schedule_requests_the_key_free_configs_pass_one(demo_project: Path, instance):
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    schedule = defs.get_schedule_def("nightly_keyfree")
+    assert schedule.cron_schedule == "0 2 * * *"
+    assert schedule.execution_timezone == "UTC"
+    ctx = dg.build_schedule_context(instance=instance, repository_def=defs.get_repository_def(),
+                                    scheduled_execution_time=datetime(2026, 11, 29, 2, tzinfo=UTC))
+    requests = list(schedule.evaluate_tick(ctx).run_requests)
+    assert [r.partition_key for r in requests] == ["plans|1"]
+    assert requests[0].run_key == "nightly:2026-11-29:plans:1"
+    assert requests[0].tags["nl2sql/nightly"] == "true"
+
+
+def test_definitions_validate_and_default_statuses(demo_project: Path):
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    defs.resolve_all_job_defs()
+    assert defs.get_sensor_def("new_baseline_sensor").default_status == dg.DefaultSensorStatus.RUNNING
+    assert defs.get_schedule_def("nightly_keyfree").default_status == dg.DefaultScheduleStatus.STOPPED
+    keys = {"/".join(k.path) for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {"case_runs/chinook", "scoreboards/chinook", "eval_report/chinook", "benchmark_records/chinook",
+            "suites/chinook", "regenerated_rows/chinook", "demo_datasets", "schema_snapshots/chinook"} <= keys

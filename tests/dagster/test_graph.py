@@ -1,0 +1,149 @@
+"""The asset graph materialised in-process on a demo project: datasets, suites, case runs for
+config ``plans`` over two passes, the scoreboard with pass^k and determinism, and the gate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from nl2sql_assets.defs.factory import build_defs
+from nl2sql_assets.defs.partitions import config_pass_key, register_configs
+
+
+@pytest.fixture
+def instance(tmp_path: Path):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with dg.instance_for_test(temp_dir=str(home)) as inst:
+        yield inst
+
+
+def _run(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partition=None, run_config=None):
+    return defs.resolve_job_def(job).execute_in_process(
+        instance=instance, partition_key=partition, run_config=run_config, raise_on_error=False
+    )
+
+
+def _materialized(result) -> dict[str, dict]:
+    mats = [e.step_materialization_data.materialization for e in result.get_asset_materialization_events()]
+    return {"/".join(m.asset_key.path): {k: v.value for k, v in m.metadata.items()} for m in mats}
+
+
+def test_datasets_job_materialises_snapshots_suites_and_regenerated_rows(demo_project: Path, instance):
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    result = _run(defs, "datasets_job", instance)
+    assert result.success
+    mats = _materialized(result)
+    assert {"demo_datasets", "schema_snapshots/chinook", "schema_snapshots/support",
+            "schema_snapshots/webanalytics", "suites/chinook", "regenerated_rows/chinook"} <= set(mats)
+
+    from nl2sql_assets.datasources.registry import DatasourceRegistry
+    from nl2sql_assets.evaluation.suite import suite_digest
+    from nl2sql_assets.project import Project
+
+    project = Project.load(demo_project / "nl2sql.yaml")
+    with DatasourceRegistry(project.config) as registry:
+        assert mats["schema_snapshots/chinook"]["fingerprint"] == registry.snapshot("chinook").fingerprint()
+        assert mats["schema_snapshots/chinook"]["tables"] == 11
+    assert mats["suites/chinook"]["digest"] == suite_digest(demo_project / "suites" / "chinook.yaml")
+    assert mats["suites/chinook"]["approved"] == 47
+    assert mats["regenerated_rows/chinook"]["failed"] == 0
+    assert mats["regenerated_rows/chinook"]["matches_suite_file"] is True
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"suite_file_is_regenerated": True}
+
+
+def test_drift_check_fails_when_a_committed_row_is_stale(demo_project: Path, instance):
+    suite = demo_project / "suites" / "chinook.yaml"
+    text = suite.read_text(encoding="utf-8")
+    # chinook_001 counts customers per country; USA has 13 of them. Make the committed row lie.
+    assert "customer_count: 13}" in text
+    suite.write_text(text.replace("customer_count: 13}", "customer_count: 12}", 1), encoding="utf-8")
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    result = _run(defs, "datasets_job", instance)
+    (evaluation,) = result.get_asset_check_evaluations()
+    assert evaluation.passed is False
+    assert evaluation.metadata["stale_cases"].value == ["chinook_001"]
+
+
+def test_plans_two_passes_give_a_scoreboard_with_pass_k_and_determinism(demo_project: Path, instance):
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    register_configs(instance, ["plans"])
+    assert _run(defs, "datasets_job", instance).success
+    for p in (1, 2):
+        result = _run(defs, "case_runs_job", instance, config_pass_key("plans", p))
+        assert result.success
+        meta = _materialized(result)["case_runs/chinook"]
+        assert (meta["failed"], meta["errors"]) == (0, 0)
+        assert meta["passed"] == 141  # 47 cases x 3 roles
+    result = _run(defs, "scoreboards_job", instance, "plans")
+    assert result.success
+    board = _materialized(result)["scoreboards/chinook"]
+    assert board["passes"] == 2
+    assert board["execution_accuracy"] == 1.0
+    assert board["pass_k"] == 1.0
+    assert board["determinism"] == 1.0
+    assert "execution" in board["board"].lower()
+    # The warehouse answers the same question in SQL.
+    from nl2sql_assets.evaluation.warehouse import Warehouse
+
+    rows = Warehouse(demo_project / "warehouse").summary("chinook")
+    assert [(r["config"], r["pass_index"], r["runs"], r["execution_passed"]) for r in rows] == [
+        ("plans", 1, 141, 141), ("plans", 2, 141, 141)]
+
+
+def test_gate_check_fails_on_a_regression_and_stops_benchmark_records(demo_project: Path, instance, monkeypatch):
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    register_configs(instance, ["plans"])
+    assert _run(defs, "datasets_job", instance).success
+    assert _run(defs, "case_runs_job", instance, config_pass_key("plans", 1)).success
+    # Record the healthy run as the baseline.
+    recorded = _run(defs, "benchmark_records_job", instance, "plans",
+                    run_config={"ops": {"benchmark_records__chinook": {"config": {"record": True,
+                                                                                   "note": "baseline"}}}})
+    assert recorded.success
+    records = sorted((demo_project / "benchmarks" / "plans" / "chinook").glob("*.json"))
+    assert len(records) == 1
+
+    # Break the engine: the generator now drops every ORDER BY ... LIMIT, so top-N answers go wrong.
+    from nl2sql_assets.engine import sqlgen
+
+    real = sqlgen.generate_sql
+
+    def broken(plan, dialect):
+        return real(plan.model_copy(update={"limit": None, "offset": None, "order_by": []}), dialect)
+
+    monkeypatch.setattr(sqlgen, "generate_sql", broken)
+    import nl2sql_assets.engine.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "generate_sql", broken, raising=False)
+    assert _run(defs, "case_runs_job", instance, config_pass_key("plans", 1)).success
+
+    result = _run(defs, "benchmark_records_job", instance, "plans",
+                  run_config={"ops": {"benchmark_records__chinook": {"config": {"record": True, "note": "x"}}}})
+    assert not result.success
+    (gate,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "regression_gate"]
+    assert gate.passed is False
+    lost = gate.metadata["lost"].value
+    assert lost["plans/execution"], lost
+    assert all("@" in key for key in lost["plans/execution"])
+    assert gate.metadata["lost_count"].value == len(lost["plans/execution"])
+    # benchmark_records did not run: still exactly one record.
+    assert "benchmark_records/chinook" not in _materialized(result)
+    assert sorted((demo_project / "benchmarks" / "plans" / "chinook").glob("*.json")) == records
+
+
+def test_scoreboard_report_file_is_a_loadable_eval_report(demo_project: Path, instance):
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    register_configs(instance, ["plans"])
+    assert _run(defs, "datasets_job", instance).success
+    assert _run(defs, "case_runs_job", instance, config_pass_key("plans", 1)).success
+    assert _run(defs, "scoreboards_job", instance, "plans").success
+    data = json.loads((demo_project / "warehouse" / "reports" / "chinook" / "plans.json").read_text())
+    from nl2sql_assets.evaluation.report import EvalReport
+
+    report = EvalReport.model_validate(data)
+    assert report.mode == "plans" and report.accuracy == 1.0

@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nl2sql_assets.errors import UserError
+
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_COST_CAP = 0, 1, 2, 3
 
 
-class UsageError(Exception):
-    """A problem with what the user asked for: reported on stderr, exit 2."""
+class UsageError(UserError):
+    """A problem with the command line itself: reported on stderr, exit 2."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -250,8 +252,6 @@ def _cmd_configs(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from nl2sql_assets.config import ConfigError
-
     args = _parser().parse_args(argv)
     try:
         if args.command == "init":
@@ -264,16 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_configs(args)
         handler = {"run": _cmd_eval_run, "regenerate": _cmd_eval_regenerate, "publish": _cmd_eval_publish}
         return handler[args.eval_command](args)
-    except (UsageError, ConfigError, FileNotFoundError) as exc:
+    except (UserError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except Exception as exc:
-        # Domain errors that mean "this run cannot start" are usage errors (exit 2).
-        if type(exc).__name__ in {"SelectionError", "RunRefused", "UnknownPriceError", "SuiteError",
-                                  "BaselineError", "ChinookError", "DemoError", "PresetError"}:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        raise
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from nl2sql_assets.errors import UserError
 from nl2sql_assets.yamlio import YamlFileError, line_of
 
 NODE_NAMES = ("resolver", "decomposer", "planner", "refiner", "synthesizer", "curated")
@@ -23,7 +24,7 @@ DEFAULT_SCORERS = ["result_match", "outcome", "faithfulness", "retrieval_recall"
 DATASOURCE_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """The project config is missing, malformed or inconsistent. The message says where."""
 
 

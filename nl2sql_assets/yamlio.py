@@ -12,11 +12,13 @@ from typing import Any
 
 import yaml
 
+from nl2sql_assets.errors import UserError
+
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class YamlFileError(ValueError):
+class YamlFileError(UserError, ValueError):
     """A YAML file could not be parsed; the message names the file and the line."""
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from nl2sql_assets.datasources.base import DatasourceError
+from nl2sql_assets.errors import UserError
 
 CHINOOK_URL = (
     "https://github.com/lerocha/chinook-database/raw/6e21bb360ba60da6e5c86e8f4deee784736fd650"
@@ -25,7 +26,7 @@ CHINOOK_SHA256 = "bdf635be69850bd3be09c9a2dbeef7ddfb80036bd3ef3381383cd03b61e4a6
 DOWNLOAD_TIMEOUT_S = 60.0
 
 
-class ChinookError(DatasourceError):
+class ChinookError(UserError, DatasourceError):
     """No usable Chinook file: missing, the wrong file, or the download failed."""
 
 

@@ -49,7 +49,7 @@ def build_eval_assets(suite_name: str, suite_path: Path) -> list:
         config, pass_index = keys["config"], int(keys["pass"])
         cap = context.run.tags.get(BUDGET_TAG)
         # Every run of one backfill draws on one spend ledger, so the cap covers the whole backfill.
-        budget = context.run.tags.get("dagster/backfill") or context.run_id
+        budget = context.run.tags.get("dagster/backfill") or context.run.run_id
         with project.open() as proj:
             run = run_partition(proj, suite_path, config, pass_index, project.warehouse,
                                 max_cost_usd=float(cap) if cap else None, budget=budget)

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets.config import GateSettings
+from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation import stats
 from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.records import (
@@ -31,7 +32,7 @@ from nl2sql_assets.evaluation.report import Board, EvalReport, case_key, load_re
 Measure = Literal["execution", "execution_generated"]
 
 
-class BaselineError(Exception):
+class BaselineError(UserError):
     """The baseline is missing, unreadable or holds nothing to compare (the CLI exits 2)."""
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.records import (
     BenchmarkRecord,
     iter_records,
@@ -33,7 +34,7 @@ BENCHMARKS_MD = Path("docs") / "benchmarks.md"
 README = Path("README.md")
 
 
-class PublishError(ValueError):
+class PublishError(UserError, ValueError):
     """A report that cannot be read, or a README whose markers are broken."""
 
 

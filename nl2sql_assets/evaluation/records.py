@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets import paths
 from nl2sql_assets.engine.result import Usage
+from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.report import (
     Answerability,
     Board,
@@ -37,7 +38,7 @@ UNKNOWN = "unknown"
 _RESULTS = "\u0000results\u0000"  # a placeholder no real value can equal
 
 
-class RecordError(ValueError):
+class RecordError(UserError, ValueError):
     """A record file that cannot be read or written; the message names the file."""
 
 

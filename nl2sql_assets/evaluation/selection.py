@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.suite import EvalCase, EvalSuite, Outcome
 
 
-class SelectionError(ValueError):
+class SelectionError(UserError, ValueError):
     """A case or role selector that matches nothing, or a run with nothing to do."""
 
 

@@ -79,6 +79,7 @@ from pydantic import (
 )
 
 from nl2sql_assets.engine.plan import PlanModel
+from nl2sql_assets.errors import UserError
 from nl2sql_assets.yamlio import YamlFileError, load_yaml_text
 
 Outcome = Literal["allowed", "refused", "unanswerable", "clarify"]
@@ -220,7 +221,7 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 
-class SuiteError(ValueError):
+class SuiteError(UserError, ValueError):
     """A suite file is missing, unreadable or invalid. One line per problem, each naming the
     file, the line, the case and the field; ``problems`` holds the same lines as a list."""
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 
 from nl2sql_assets.config import NODE_NAMES, LLMConfig, PriceRow
 from nl2sql_assets.engine.result import LLMCall, Usage
+from nl2sql_assets.errors import UserError
 
 _OPENAI = "OpenAI pricing page, 2026-09-21"
 _ANTHROPIC = "Anthropic model table, 2026-06-24"
@@ -39,7 +40,7 @@ PRICES: dict[str, PriceRow] = {
 }
 
 
-class UnknownPriceError(LookupError):
+class UnknownPriceError(UserError, LookupError):
     """A model some node would use has no price, so its spending could not be capped."""
 
     def __init__(self, config: str, node: str, model: str) -> None:

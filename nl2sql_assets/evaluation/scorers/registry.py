@@ -13,13 +13,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.scorers.base import INTERFACE_VERSION, CaseRun, Score, Scorer
 
 ENTRY_POINT_GROUP = "nl2sql.scorers"
 MODES = frozenset({"full", "plans", "retrieval"})
 
 
-class ScorerError(ValueError):
+class ScorerError(UserError, ValueError):
     """A scorer could not be registered or built; the message names it and says why."""
 
 

@@ -177,7 +177,7 @@ def _cmd_eval_publish(args: argparse.Namespace) -> int:
     root = Path(args.root) if args.root else Path.cwd()
     result = publish([Path(r) for r in args.reports], note=args.note,
                      from_dirs=[Path(d) for d in args.from_dirs], root=root)
-    for path in result.written:
+    for path in result.records:
         print(f"recorded {path}")
     print(f"rebuilt {root / 'docs' / 'benchmarks.md'} and the README's results block")
     return 0

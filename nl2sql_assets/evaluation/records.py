@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nl2sql_assets import paths
 from nl2sql_assets.engine.result import Usage
 from nl2sql_assets.errors import UserError
+from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.report import (
     Answerability,
     Board,
@@ -231,9 +232,24 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
             retrieval=board.retrieval,
             routing=board.routing,
         ),
-        scoreboard=board,
+        scoreboard=compact_board(board),
         comparator_version=report.comparator_version,
     )
+
+
+# Per-case fields a record leaves out: the plan is in the suite, the models are on the board,
+# and what the retriever sent is summarised by the retrieval_recall score (and the board).
+_HEAVY_FIELDS = {"plan": None, "models": {}, "retrieval": None, "timings": {}}
+
+
+def compact_board(board: Board) -> Board:
+    """The board with compact case records: verdicts, reasons, SQL, hashes, cost and latency."""
+
+    def slim(record: CaseRecord) -> CaseRecord:
+        generated = slim(record.generated) if record.generated is not None else None
+        return record.model_copy(update={**_HEAVY_FIELDS, "generated": generated})
+
+    return board.model_copy(update={"results": [slim(r) for r in board.results]})
 
 
 def records_from_report(report: EvalReport, note: str | None = None) -> list[BenchmarkRecord]:

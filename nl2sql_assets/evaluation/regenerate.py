@@ -15,8 +15,9 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets import paths
+from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.datasources.base import DatasourceAdapter, DatasourceError
-from nl2sql_assets.evaluation.suite import EvalCase, SuiteError, atomic_write, dump_suite, load_suite
+from nl2sql_assets.evaluation.suite import EvalCase, SuiteError, dump_suite, load_suite
 
 Rows = list[dict[str, Any]]
 

@@ -7,8 +7,6 @@ the benchmark records can always go back to the case level instead of trusting a
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -17,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE, Usage
 from nl2sql_assets.evaluation import stats
 from nl2sql_assets.evaluation.case_record import CaseRecord, Verdict
@@ -334,17 +333,7 @@ class EvalReport(_Model):
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write through a temporary file and rename, so a reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, text)
 
 
 def save_report(report: EvalReport, path: str | Path) -> Path:

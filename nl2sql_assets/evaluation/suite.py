@@ -54,14 +54,11 @@ byte for byte the same file and a diff shows only what really changed)::
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import json
 import math
-import os
 import re
-import tempfile
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -78,6 +75,7 @@ from pydantic import (
     model_validator,
 )
 
+from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.errors import UserError
 from nl2sql_assets.yamlio import YamlFileError, load_yaml_text
@@ -699,38 +697,3 @@ def write_suite(suite: EvalSuite, path: str | Path, *, header: str | None = None
     return path
 
 
-def _write_all(fh: Any, data: bytes) -> None:
-    fh.write(data)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a reader (or a crash) sees the old file or the
-    new one, never half of either: a temporary file beside it, fsync, then ``os.replace``."""
-    directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            _write_all(fh, data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    try:  # make the rename itself durable where the platform allows it
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)

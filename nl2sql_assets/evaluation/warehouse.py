@@ -16,27 +16,12 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.evaluation.case_record import CaseRecord
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 class Warehouse:
@@ -55,8 +40,8 @@ class Warehouse:
         """Replace the records of one (suite, config, pass); returns the JSONL path."""
         folder = self.partition_dir(suite, config)
         path = folder / f"pass={pass_index}.jsonl"
-        _atomic_write(path, "".join(r.model_dump_json() + "\n" for r in records))
-        _atomic_write(folder / f"pass={pass_index}.meta.json", json.dumps(meta, indent=1, sort_keys=True))
+        atomic_write(path, "".join(r.model_dump_json() + "\n" for r in records))
+        atomic_write(folder / f"pass={pass_index}.meta.json", json.dumps(meta, indent=1, sort_keys=True))
         return path
 
     def passes(self, suite: str, config: str) -> list[int]:

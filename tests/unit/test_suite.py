@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nl2sql_assets import atomic as atomic_mod
 from nl2sql_assets.engine.plan import PlanModel
-from nl2sql_assets.evaluation import suite as suite_mod
 from nl2sql_assets.evaluation.suite import (
     EvalCase,
     EvalSuite,
@@ -518,7 +518,7 @@ def test_a_crash_mid_write_leaves_the_old_file_and_no_temporary(
         fh.write(data[: len(data) // 2])
         raise OSError("disk full")
 
-    monkeypatch.setattr(suite_mod, "_write_all", half_then_crash)
+    monkeypatch.setattr(atomic_mod, "_write_all", half_then_crash)
     changed = load_suite(path)
     changed.cases[0].question = "A different question"
     with pytest.raises(OSError, match="disk full"):

@@ -26,14 +26,15 @@ class KeyFreeRun:
 
 
 def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tuple[str, ...] = NIGHTLY_CONFIGS,
-                pass_index: int = 1) -> KeyFreeRun:
+                pass_index: int = 1, log_level: str = "WARNING") -> KeyFreeRun:
     defs = build_defs(config_path)
     register_configs(instance, list(configs))
     out = KeyFreeRun(ok=True)
 
     def execute(job: str, partition: str | dg.MultiPartitionKey | None = None) -> dg.ExecuteInProcessResult:
         result = defs.resolve_job_def(job).execute_in_process(
-            instance=instance, partition_key=partition, raise_on_error=False)
+            instance=instance, partition_key=partition, raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
         out.runs[f"{job}[{partition}]" if partition else job] = result.success
         out.ok &= result.success
         for evaluation in result.get_asset_check_evaluations():

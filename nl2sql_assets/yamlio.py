@@ -51,30 +51,47 @@ def dump_yaml(data: Any, **kwargs: Any) -> str:
     return yaml.dump(data, Dumper=_Dumper, **kwargs)
 
 
+class YamlLocator:
+    """Line numbers of paths (mapping keys and list indexes) in one YAML text. The node tree
+    is composed once, and only when a problem first asks for a line."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._root: yaml.Node | None = None
+        self._composed = False
+
+    def line(self, path: Sequence[str | int]) -> int | None:
+        """The 1-based line of the node at ``path``, or of its nearest parent that exists."""
+        if not self._composed:
+            self._composed = True
+            try:
+                self._root = yaml.compose(self._text, Loader=_Loader)
+            except yaml.YAMLError:
+                return None
+        node = self._root
+        best = node.start_mark.line + 1 if node is not None else None
+        for step in path:
+            if isinstance(node, yaml.MappingNode):
+                nxt = None
+                for key_node, value_node in node.value:
+                    if key_node.value == str(step):
+                        # Point at the key: that is where a reader looks for a field.
+                        best = key_node.start_mark.line + 1
+                        nxt = value_node
+                        break
+                if nxt is None:
+                    return best
+                node = nxt
+            elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
+                if step >= len(node.value):
+                    return best
+                node = node.value[step]
+                best = node.start_mark.line + 1
+            else:
+                return best
+        return best
+
+
 def line_of(text: str, path: Sequence[str | int]) -> int | None:
-    """The 1-based line of the node at ``path`` (mapping keys and list indexes), or its nearest parent."""
-    try:
-        node = yaml.compose(text, Loader=_Loader)
-    except yaml.YAMLError:
-        return None
-    best = node.start_mark.line + 1 if node is not None else None
-    for step in path:
-        if isinstance(node, yaml.MappingNode):
-            nxt = None
-            for key_node, value_node in node.value:
-                if key_node.value == str(step):
-                    # Point at the key: that is where a reader looks for a field.
-                    best = key_node.start_mark.line + 1
-                    nxt = value_node
-                    break
-            if nxt is None:
-                return best
-            node = nxt
-        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
-            if step >= len(node.value):
-                return best
-            node = node.value[step]
-            best = node.start_mark.line + 1
-        else:
-            return best
-    return best
+    """The 1-based line of the node at ``path`` in ``text`` (see YamlLocator)."""
+    return YamlLocator(text).line(path)

@@ -78,7 +78,7 @@ from pydantic import (
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.errors import UserError
-from nl2sql_assets.yamlio import YamlFileError, load_yaml_text
+from nl2sql_assets.yamlio import YamlFileError, YamlLocator, load_yaml_text
 
 Outcome = Literal["allowed", "refused", "unanswerable", "clarify"]
 CaseStatus = Literal["draft", "approved", "retired"]
@@ -228,45 +228,6 @@ class SuiteError(UserError, ValueError):
         self.problems = problems if problems is not None else [message]
 
 
-class _Locator:
-    """Line numbers of paths in one YAML text, with the same rules as ``yamlio.line_of``;
-    the node tree is composed once, and only when a problem needs a line."""
-
-    def __init__(self, text: str) -> None:
-        self._text = text
-        self._root: yaml.Node | None = None
-        self._composed = False
-
-    def line(self, path: list[str | int]) -> int | None:
-        if not self._composed:
-            self._composed = True
-            try:
-                self._root = yaml.compose(self._text, Loader=_Loader)
-            except yaml.YAMLError:
-                self._root = None
-        node = self._root
-        best = node.start_mark.line + 1 if node is not None else None
-        for step in path:
-            if isinstance(node, yaml.MappingNode):
-                nxt = None
-                for key_node, value_node in node.value:
-                    if key_node.value == str(step):
-                        best = key_node.start_mark.line + 1
-                        nxt = value_node
-                        break
-                if nxt is None:
-                    return best
-                node = nxt
-            elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
-                if step >= len(node.value):
-                    return best
-                node = node.value[step]
-                best = node.start_mark.line + 1
-            else:
-                return best
-        return best
-
-
 # ---------------------------------------------------------------- loading
 
 _TOP_KEYS = ("version", "cases")
@@ -310,7 +271,7 @@ def parse_suite(text: str, path: str | Path, *, allow_stale_rows: bool = False) 
 
 def _validate(data: Any, text: str, source: Path, allow_stale_rows: bool) -> EvalSuite:
     context = {"allow_stale_rows": allow_stale_rows}
-    locator = _Locator(text)
+    locator = YamlLocator(text)
     problems: list[str] = []
     reported: set[tuple[Any, ...]] = set()
 

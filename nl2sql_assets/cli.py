@@ -202,13 +202,21 @@ def _cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_pipeline(args: argparse.Namespace) -> int:
+def _dagster_instance() -> Any:
+    """The Dagster instance of ``$DAGSTER_HOME``; without it, a usage error instead of a traceback."""
     import dagster as dg
 
+    if not os.environ.get("DAGSTER_HOME"):
+        raise UsageError("DAGSTER_HOME is not set: point it at a folder holding this project's dagster.yaml "
+                         "(scripts/_env.sh uses .dagster_home/)")
+    return dg.DagsterInstance.get()
+
+
+def _cmd_pipeline(args: argparse.Namespace) -> int:
     from nl2sql_assets.defs.automation import NIGHTLY_CONFIGS
     from nl2sql_assets.defs.keyfree import run_keyfree
 
-    with dg.DagsterInstance.get() as instance:
+    with _dagster_instance() as instance:
         run = run_keyfree(_config_path(args).resolve(), instance,
                           configs=tuple(args.configs or NIGHTLY_CONFIGS), pass_index=args.pass_index)
     for name, ok in run.runs.items():
@@ -222,14 +230,34 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     return 0 if run.ok else 1
 
 
-def _cmd_configs(args: argparse.Namespace) -> int:
-    import dagster as dg
+def _llm_section_text(spec: str) -> str:
+    """The YAML to store for ``configs add --llm SPEC``. A preset or a file is copied as written,
+    so its ``${env:...}`` key stays a reference: the resolved section would hold the key itself."""
+    from nl2sql_assets.llm.presets import PRESETS_DIR, preset_names, resolve_llm_spec
+    from nl2sql_assets.yamlio import dump_yaml
 
+    _, llm = resolve_llm_spec(spec)  # validates the spec and the section
+    target = spec.split("=", 1)[1] if "=" in spec else spec
+    short = [n for n in preset_names() if n.endswith("-" + target)]
+    if target in preset_names():
+        source: Path | None = PRESETS_DIR / f"{target}.yaml"
+    elif Path(target).expanduser().is_file():
+        source = Path(target).expanduser()
+    elif len(short) == 1:
+        source = PRESETS_DIR / f"{short[0]}.yaml"
+    else:
+        source = None  # a bare model name: a section with no key in it
+    if source is not None:
+        return source.read_text(encoding="utf-8")
+    return dump_yaml(llm.model_dump(mode="json", exclude_none=True))
+
+
+def _cmd_configs(args: argparse.Namespace) -> int:
     from nl2sql_assets.config import load_config
     from nl2sql_assets.defs.partitions import CONFIGS, register_configs
     from nl2sql_assets.evaluation.configs import project_configs_dir, resolve_config, validate_config_name
 
-    with dg.DagsterInstance.get() as instance:
+    with _dagster_instance() as instance:
         if args.configs_command == "list":
             for name in instance.get_dynamic_partitions(CONFIGS.name):
                 print(name)
@@ -237,14 +265,10 @@ def _cmd_configs(args: argparse.Namespace) -> int:
         config = load_config(_config_path(args))
         name = validate_config_name(args.name)
         if args.llm:
-            from nl2sql_assets.llm.presets import resolve_llm_spec
-            from nl2sql_assets.yamlio import dump_yaml
-
-            _, llm = resolve_llm_spec(args.llm)
             target = project_configs_dir(config) / f"{name}.yaml"
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(f"# llm section for config {name} (from {args.llm})\n"
-                              + dump_yaml(llm.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
+            target.write_text(f"# llm section for config {name} (from {args.llm})\n" + _llm_section_text(args.llm),
+                              encoding="utf-8")
         mode, _ = resolve_config(name, config)  # refuses a name that resolves to nothing
         new = register_configs(instance, [name])
     print(f"config {name!r} ({mode}) " + ("registered" if new else "was already registered"))

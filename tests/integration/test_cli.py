@@ -1,0 +1,474 @@
+"""``nl2sql-assets`` as a user runs it: init, eval run and its exit codes, regenerate, publish,
+configs and the Dagster pipeline, on a demo project made by ``init_demo``.
+
+Most calls go through ``cli.main`` in-process (fast, and stdout/stderr are captured); one goes
+through the installed console script in a subprocess. Exit codes of ``eval run``: 0 ok,
+1 a regression, 2 a usage or baseline problem, 3 the cost cap stopped the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nl2sql_assets import paths
+from nl2sql_assets.cli import main
+from nl2sql_assets.config import PriceRow, load_config
+from nl2sql_assets.evaluation import gold_llm
+from nl2sql_assets.evaluation.configs import resolve_config
+from nl2sql_assets.evaluation.records import iter_records, load_record
+from nl2sql_assets.evaluation.report import load_report
+from nl2sql_assets.evaluation.suite import EvalCase, load_suite
+from nl2sql_assets.project import Project
+from nl2sql_assets.yamlio import dump_yaml
+
+REPO = paths.repo_root() or Path(__file__).resolve().parents[2]
+COMMITTED = REPO / "benchmarks"
+README_TEXT = "# A repo\n\nIntro.\n\n## Results\n\n<!-- results:start -->\n<!-- results:end -->\n\nThe end.\n"
+
+
+def _committed_plans_records() -> list[Path]:
+    return sorted((COMMITTED / "plans" / "chinook").glob("*.json"))
+
+
+def _run(argv: list[Any]) -> tuple[int, str, str]:
+    """``main(argv)`` with stdout and stderr captured (usable outside a test's capsys)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    def run(*argv: Any) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main([str(a) for a in argv])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+@pytest.fixture(autouse=True)
+def _no_ci_no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's shell: no CI variable (CI runners set one) and no provider key."""
+    monkeypatch.delenv("CI", raising=False)
+    for name in list(os.environ):
+        if name.upper().endswith("_API_KEY"):
+            monkeypatch.delenv(name)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    demo: Path  # a demo project, shared by the module's tests: never written to but by this fixture
+    config: Path
+    report: Path  # the first full mode plans run's report (default --out)
+    first_run: tuple[int, str, str]
+    root: Path  # a repo-like folder where that report was published: root/benchmarks is a baseline
+    committed: list[Path]
+
+    @property
+    def benchmarks(self) -> Path:
+        return self.root / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory, demo_template: Path) -> Baseline:
+    """One full mode plans run on a demo (gated against the committed record when the repo has
+    one, as CI does), published into a scratch repo to serve as a self-made baseline."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("CI", raising=False)
+        demo = tmp_path_factory.mktemp("cli") / "demo"
+        shutil.copytree(demo_template, demo)
+        committed = _committed_plans_records()
+        argv: list[Any] = ["--config", demo / "nl2sql.yaml", "eval", "run", "--mode", "plans"]
+        if committed:
+            argv += ["--baseline", COMMITTED]
+        first = _run(argv)
+        root = demo.parent / "scratch-repo"
+        root.mkdir()
+        (root / "README.md").write_text(README_TEXT, encoding="utf-8")
+        code, _, err = _run(["eval", "publish", demo / "eval_plans.json", "--note", "baseline", "--root", root])
+        assert code == 0, err
+    return Baseline(demo, demo / "nl2sql.yaml", demo / "eval_plans.json", first, root, committed)
+
+
+# ================================================================ init
+
+
+def test_init_writes_a_project_refuses_a_second_and_force_overwrites(
+    tmp_path: Path, chinook_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    target = tmp_path / "mydemo"
+    code, out, err = cli("init", "--demo", target, "--chinook", chinook_path)
+    assert code == 0, err
+    assert f"demo project written to {target}" in out
+    for name in ("nl2sql.yaml", "evals.yaml", "suites/chinook.yaml", "data/chinook.sqlite",
+                 "data/support.duckdb", "data/webanalytics.duckdb"):
+        assert (target / name).is_file(), name
+    assert (target / "benchmarks").is_dir()
+    config = load_config(target / "nl2sql.yaml")
+    assert [d.id for d in config.datasources] == ["chinook", "support", "webanalytics"]
+
+    (target / "nl2sql.yaml").write_text("# my own edits\n" + (target / "nl2sql.yaml").read_text())
+    code, out, err = cli("init", "--demo", target, "--chinook", chinook_path)
+    assert code == 2
+    assert f"{target} already holds a project" in err and "--force" in err
+    assert (target / "nl2sql.yaml").read_text().startswith("# my own edits")  # left alone
+
+    code, out, err = cli("init", "--demo", target, "--chinook", chinook_path, "--force")
+    assert code == 0, err
+    assert not (target / "nl2sql.yaml").read_text().startswith("# my own edits")
+
+
+# ================================================================ eval run: exit 0
+
+
+def test_eval_run_plans_exits_0_against_the_committed_and_a_self_made_baseline(
+    baseline: Baseline, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    code, out, err = baseline.first_run
+    assert code == 0, err
+    assert "plans: execution accuracy 100.0% (141/141" in out
+    assert f"report: {baseline.report}" in out
+    report = load_report(baseline.report)  # eval_plans.json next to nl2sql.yaml
+    assert (report.mode, report.accuracy, len(report.configs["plans"].results)) == ("plans", 1.0, 141)
+    if baseline.committed:  # CI's gate: the newest committed mode plans record
+        assert "gate [plans/execution]: lost 0 [], gained 0 []" in out and "gate: ok" in out
+
+    out_file = tmp_path / "reports" / "again.json"
+    code, out, err = cli("--config", baseline.config, "eval", "run", "--mode", "plans",
+                         "--baseline", baseline.benchmarks, "--out", out_file)
+    assert code == 0, err
+    assert "gate [plans/execution]: lost 0 [], gained 0 [], McNemar p=1" in out
+    assert "gate: ok" in out and err == ""
+    assert load_report(out_file).configs["plans"].accuracy.execution.passed == 141
+
+
+def test_the_console_script_runs_the_gate(baseline: Baseline, tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "nl2sql-assets"
+    exe = str(script) if script.is_file() else shutil.which("nl2sql-assets")
+    assert exe, "the nl2sql-assets console script is not installed"
+    env = {k: v for k, v in os.environ.items() if k != "CI" and not k.upper().endswith("_API_KEY")}
+    out_file = tmp_path / "sub.json"
+    proc = subprocess.run(
+        [exe, "--config", str(baseline.config), "eval", "run", "--mode", "plans", "--cases", "chinook_010",
+         "--baseline", str(baseline.benchmarks), "--out", str(out_file)],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "plans: execution accuracy 100.0% (3/3" in proc.stdout
+    assert "gate: ok" in proc.stdout
+    assert load_report(out_file).mode == "plans"
+
+
+# ================================================================ eval run: exit 1
+
+
+_GOLD_PLAN = gold_llm.ANSWERS["PlanModel"]
+
+
+def _plan_selecting_city(case: EvalCase, role: str | None, server: gold_llm.GoldLLMServer) -> dict[str, Any]:
+    """The gold plan, except chinook_001 ("customers in each country") groups by city instead."""
+    plan = _GOLD_PLAN(case, role, server)
+    if case.id == "chinook_001":
+        plan = json.loads(json.dumps(plan).replace('"name": "Country"', '"name": "City"'))
+    return plan
+
+
+def test_a_broken_plan_is_a_regression_exit_1(
+    baseline: Baseline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    suite = baseline.demo / "suites" / "chinook.yaml"
+    before = suite.read_bytes()
+    # The suite file stays as it is (its digest is part of comparability): the gold server
+    # serves the wrong plan instead.
+    monkeypatch.setitem(gold_llm.ANSWERS, "PlanModel", _plan_selecting_city)
+    out_file = tmp_path / "broken.json"
+    code, out, err = cli("--config", baseline.config, "eval", "run", "--mode", "plans",
+                         "--cases", "chinook_001", "chinook_010", "--baseline", baseline.benchmarks,
+                         "--out", out_file)
+    assert code == 1, err
+    assert "plans: execution accuracy 66.7% (4/6" in out
+    assert "gate [plans/execution]: lost 2 ['chinook_001@admin', 'chinook_001@analyst'], gained 0 []" in out
+    assert "REGRESSION: config plans (execution): 2 case(s) went from pass to fail" in err
+    assert "chinook_001@admin, chinook_001@analyst" in err
+    assert "chinook_001@viewer" not in err and "chinook_010" not in err  # still refused; untouched
+    assert suite.read_bytes() == before
+    records = {(r.case_id, r.role): r for r in load_report(out_file).configs["plans"].results}
+    broken = records[("chinook_001", "admin")]
+    assert broken.status == "fail" and "City" in (broken.sql or "")
+    assert broken.reason.startswith("result_match: ")
+
+
+# ================================================================ eval run: exit 2
+
+
+def _record_copy(baseline: Baseline, folder: Path, **changes: Any) -> Path:
+    """A scratch copy of the self-made record with some fields changed (the original is never edited)."""
+    source = next(baseline.benchmarks.rglob("*.json"))
+    data = json.loads(source.read_text(encoding="utf-8"))
+    for dotted, value in changes.items():
+        node = data
+        *parents, last = dotted.split(".")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    kind = data["kind"]
+    target = folder / "benchmarks" / kind / "chinook" / source.name
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(data), encoding="utf-8")
+    load_record(target)  # still a valid record
+    return folder / "benchmarks"
+
+
+EXIT_2_CASES: dict[str, tuple[Callable[[Baseline, Path, pytest.MonkeyPatch], list[Any]], str]] = {
+    "missing-baseline": (
+        lambda b, t, mp: ["--cases", "chinook_010", "--baseline", t / "no-such-folder"],
+        "no such file or folder"),
+    "no-record-for-the-mode": (
+        lambda b, t, mp: ["--cases", "chinook_010", "--baseline", _record_copy(b, t, kind="full")],
+        "no baseline record for mode plans, database chinook, config plans"),
+    "incomparable-suite-digest": (
+        lambda b, t, mp: ["--cases", "chinook_010", "--baseline", _record_copy(b, t, **{"dataset.digest": "0" * 64})],
+        "not comparable: another suite digest"),
+    "unknown-case": (lambda b, t, mp: ["--cases", "no_such_case"], "'no_such_case' match no approved case"),
+    "llm-with-plans": (lambda b, t, mp: ["--llm", "gpt-5.4"], "--llm applies to mode full only"),
+}
+
+
+@pytest.mark.parametrize("name", list(EXIT_2_CASES))
+def test_usage_and_baseline_problems_exit_2(
+    name: str, baseline: Baseline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    make_args, message = EXIT_2_CASES[name]
+    out_file = tmp_path / "report.json"
+    code, out, err = cli("--config", baseline.config, "eval", "run", "--mode", "plans", "--out", out_file,
+                         *make_args(baseline, tmp_path, monkeypatch))
+    assert code == 2, (out, err)
+    assert message in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["1", "true", "false", ""])
+def test_mode_full_refuses_to_run_when_ci_is_set_whatever_its_value(
+    value: str, baseline: Baseline, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    monkeypatch.setenv("CI", value)
+    # The unknown case makes sure nothing could be asked if the CI check were ever skipped.
+    code, _, err = cli("--config", baseline.config, "eval", "run", "--mode", "full", "--llm", "gpt-5.4",
+                       "--max-cost", "1", "--cases", "no_such_case")
+    assert code == 2
+    assert "mode full spends money and never runs in CI" in err
+
+
+@pytest.mark.parametrize(
+    ("llm", "message"),
+    [
+        ("no-such-preset", "--llm no-such-preset: not a preset"),
+        ("openai/model-nobody-prices", "no price for model 'openai/model-nobody-prices'"),
+    ],
+)
+def test_a_bad_llm_or_an_unpriced_model_exits_2_before_any_call(
+    llm: str, message: str, baseline: Baseline, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    code, _, err = cli("--config", baseline.config, "eval", "run", "--mode", "full", "--llm", llm,
+                         "--max-cost", "1", "--out", tmp_path / "r.json")
+    assert code == 2
+    assert message in err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_bad_config_path_and_a_packaged_suite_exit_2(
+    tmp_path: Path, baseline: Baseline, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    code, _, err = cli("--config", tmp_path / "nowhere" / "nl2sql.yaml", "eval", "run", "--mode", "plans")
+    assert code == 2
+    assert f"{tmp_path / 'nowhere' / 'nl2sql.yaml'}: config file not found" in err
+
+    packaged = paths.chinook_suite_path()
+    before = packaged.read_bytes()
+    code, _, err = cli("--config", baseline.config, "eval", "regenerate", packaged)
+    assert code == 2
+    assert "ships with the package" in err and "--allow-packaged" in err
+    assert packaged.read_bytes() == before
+
+
+# ================================================================ eval run: exit 3
+
+USAGE = {"prompt_tokens": 2000, "completion_tokens": 100, "cached_tokens": 500, "reasoning_tokens": 40}
+PRICE = {"input": 1.0, "cached_input": 0.1, "cache_write": 1.25, "output": 4.0, "source": "test"}
+PER_CALL = (1500 * 1.0 + 500 * 0.1 + 100 * 4.0) / 1_000_000
+
+
+def test_mode_full_stopped_at_the_cost_cap_exits_3(
+    demo_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """``--llm NAME=FILE`` pointing at a gold server; the cap lets the first case run, then stops."""
+    PriceRow.model_validate(PRICE)
+    project = Project.load(demo_project / "nl2sql.yaml")
+    cases = load_suite(demo_project / "suites" / "chinook.yaml").cases
+    # The gold server learns each run's case from the project's bus; cli.main loads its own
+    # Project, so hand it this one.
+    monkeypatch.setattr(Project, "load", classmethod(lambda cls, path="nl2sql.yaml": project))
+    with gold_llm.GoldLLMServer(cases, project.bus, usage=USAGE, synthesizer="rows") as server:
+        section = server.llm_config().model_dump(mode="json", exclude_none=True)
+        section["prices"] = {"gold-plans": PRICE}
+        llm_file = tmp_path / "fake.yaml"
+        llm_file.write_text(dump_yaml(section), encoding="utf-8")
+        out_file = tmp_path / "full.json"
+        code, out, err = cli("--config", demo_project / "nl2sql.yaml", "eval", "run", "--mode", "full",
+                             "--llm", f"fake={llm_file}", "--cases", "chinook_010", "chinook_037",
+                             "--max-cost", "0.0001", "--out", out_file)
+        requests = server.requests
+    project.close()
+    assert code == 3, err
+    assert f"stopped at the cost cap: spent ${4 * PER_CALL:.4f}" in err
+    data = json.loads(out_file.read_text(encoding="utf-8"))
+    assert data["stopped"] == "max_cost"
+    board = data["configs"]["fake"]
+    assert (board["completed_cases"], board["planned_cases"]) == (1, 6)
+    assert len(board["results"]) == 1 and board["results"][0]["status"] == "pass"
+    assert requests == 4  # resolver, decomposer, planner, synthesizer of the one case run
+    assert data["spent"] == pytest.approx(4 * PER_CALL)
+    assert "fake: execution accuracy 100.0% (1/1" in out
+
+
+# ================================================================ eval regenerate
+
+
+def test_regenerate_exits_0_on_a_fresh_copy_and_1_when_a_case_sql_fails(
+    demo_project: Path, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    suite = demo_project / "suites" / "chinook.yaml"
+    before = suite.read_bytes()
+    code, out, err = cli("--config", demo_project / "nl2sql.yaml", "eval", "regenerate", suite)
+    assert code == 0, err
+    assert "0 failed (file unchanged)" in out
+    assert suite.read_bytes() == before
+
+    text = suite.read_text(encoding="utf-8")
+    start = text.index("- id: chinook_010")
+    sql_at = text.index("FROM Track t", start)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(text[:sql_at] + "FROM NoSuchTable t" + text[sql_at + len("FROM Track t"):], encoding="utf-8")
+    code, out, err = cli("--config", demo_project / "nl2sql.yaml", "eval", "regenerate", broken)
+    assert code == 1
+    assert "1 failed" in out
+    assert "chinook_010:" in err and "NoSuchTable" in err
+
+
+# ================================================================ eval publish
+
+
+def test_publish_writes_a_record_the_pages_and_never_overwrites(
+    baseline: Baseline, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "README.md").write_text(README_TEXT, encoding="utf-8")
+    report = load_report(baseline.report)
+    stamp = report.run_stamp
+    sha = stamp.git_commit[:7] if stamp.git_commit and stamp.git_commit != "unknown" else "unknown"
+    expected = root / "benchmarks" / "plans" / "chinook" / f"{stamp.started_at:%Y-%m-%d}_{sha}_plans.json"
+
+    code, out, err = cli("eval", "publish", baseline.report, "--note", "first cut", "--root", root)
+    assert code == 0, err
+    assert f"recorded {expected}" in out
+    assert expected.is_file()
+    record = load_record(expected)
+    assert (record.kind, record.note, record.config.name) == ("plans", "first cut", "plans")
+    assert record.recorded_at == stamp.started_at  # the run's stamp, not the publishing time
+    assert record.metrics.execution.rate == 1.0 and len(record.scoreboard.results) == 141
+    page = (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert "first cut" in page and expected.name in page
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert readme.startswith("# A repo\n\nIntro.\n\n## Results\n\n<!-- results:start -->")
+    assert readme.endswith("<!-- results:end -->\n\nThe end.\n")
+    block = readme.split("<!-- results:start -->")[1].split("<!-- results:end -->")[0]
+    assert "| plans | chinook | plans |" in block and "100.0%" in block
+    first_bytes = expected.read_bytes()
+
+    code, out, err = cli("eval", "publish", baseline.report, "--note", "again", "--root", root)
+    assert code == 0, err
+    second = expected.with_name(expected.stem + "-2.json")
+    assert f"recorded {second}" in out
+    assert expected.read_bytes() == first_bytes  # never overwritten
+    assert load_record(second).note == "again"
+    assert [p.name for p, _ in iter_records(root / "benchmarks")] == [expected.name, second.name]
+    assert "again" in (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+
+
+# ================================================================ configs and the Dagster pipeline
+
+
+@pytest.fixture
+def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(REPO / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+def test_configs_add_registers_a_partition_and_writes_no_secret(
+    demo_project: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch,
+    cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    config_path = demo_project / "nl2sql.yaml"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-on-disk")
+    code, out, err = cli("--config", config_path, "configs", "add", "my.cfg", "--llm", "gpt-5.4")
+    assert code == 0, err
+    assert "config 'my.cfg' (full) registered" in out
+    written = demo_project / "configs" / "my.cfg.yaml"
+    text = written.read_text(encoding="utf-8")
+    assert "openai/gpt-5.4" in text
+    assert "sk-test-never-on-disk" not in text  # the key stays a reference to the environment
+    assert "${env:OPENAI_API_KEY" in text
+    mode, llm = resolve_config("my.cfg", load_config(config_path))
+    assert mode == "full" and llm is not None and llm.default is not None
+    assert (llm.default.model, llm.default.api_key) == ("openai/gpt-5.4", "sk-test-never-on-disk")
+
+    code, out, err = cli("--config", config_path, "configs", "add", "my.cfg", "--llm", "gpt-5.4")
+    assert code == 0 and "was already registered" in out
+    code, out, err = cli("--config", config_path, "configs", "add", "bad|name")
+    assert code == 2
+    assert "invalid config name 'bad|name'" in err
+    code, out, err = cli("--config", config_path, "configs", "list")
+    assert code == 0
+    assert "my.cfg" in out.split() and "bad|name" not in out
+
+
+@pytest.mark.parametrize("argv", [["configs", "list"], ["pipeline", "run"]])
+def test_dagster_commands_without_dagster_home_exit_2(
+    argv: list[str], demo_project: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    code, _, err = cli("--config", demo_project / "nl2sql.yaml", *argv)
+    assert code == 2
+    assert "DAGSTER_HOME is not set" in err
+
+
+def test_pipeline_run_materialises_the_key_free_evaluation(
+    demo_project: Path, dagster_home: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    code, out, err = cli("--config", demo_project / "nl2sql.yaml", "pipeline", "run")
+    assert code == 0, out + err
+    assert "scoreboard chinook/plans: execution accuracy 100.0%" in out
+    assert "141 case runs" in out
+    assert "check passed: scoreboards/chinook:regression_gate" in out
+    assert "FAILED" not in out
+

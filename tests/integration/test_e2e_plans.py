@@ -1,0 +1,154 @@
+"""Mode plans end to end: a fresh demo, no API key anywhere, every case passes for every role.
+
+This is the key-free check CI leans on: each hand-written plan goes through the real engine
+(litellm over HTTP to the gold LLM server, the validator with RBAC, the SQL generator and the
+executor) on the generated demo databases, and nothing may fail or be skipped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nl2sql_assets import Project
+from nl2sql_assets.datasources.demo import init_demo
+from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, RUN_FINISHED, RUN_STARTED, Event
+from nl2sql_assets.engine.validator import GENERIC_REFUSAL
+from nl2sql_assets.evaluation import gold_llm
+from nl2sql_assets.evaluation.suite import load_suite
+
+APPROVED_CASES = 47
+ROLES = ("admin", "analyst", "viewer")
+# The nodes each expected outcome calls, in order: a refusal stops at the validator (after the
+# planner), an unanswerable question at the resolver.
+NODES = {
+    "allowed": {"resolver", "decomposer", "planner", "synthesizer"},
+    "refused": {"resolver", "decomposer", "planner"},
+    "unanswerable": {"resolver"},
+}
+CHINOOK_TABLES = ("Album", "Artist", "Customer", "Employee", "Genre", "Invoice", "InvoiceLine",
+                  "MediaType", "Playlist", "PlaylistTrack", "Track")
+
+
+@pytest.fixture
+def keyless(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No provider key of any kind in the environment."""
+    for name in list(os.environ):
+        if name.upper().endswith("_API_KEY"):
+            monkeypatch.delenv(name)
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "AZURE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def gold_servers(monkeypatch: pytest.MonkeyPatch) -> list[gold_llm.GoldLLMServer]:
+    """Every gold server the run starts, so the test can read what went over HTTP."""
+    started: list[gold_llm.GoldLLMServer] = []
+    original = gold_llm.GoldLLMServer.start
+
+    def start(self: gold_llm.GoldLLMServer) -> gold_llm.GoldLLMServer:
+        started.append(self)
+        return original(self)
+
+    monkeypatch.setattr(gold_llm.GoldLLMServer, "start", start)
+    return started
+
+
+def test_mode_plans_passes_every_case_for_every_role_with_no_key(
+    tmp_path: Path, chinook_path: Path, keyless: None, gold_servers: list[gold_llm.GoldLLMServer]
+) -> None:
+    assert not [name for name in os.environ if name.upper().endswith("_API_KEY")]
+    demo = init_demo(tmp_path / "demo", chinook=chinook_path)
+    suite = load_suite(demo.suites_dir / "chinook.yaml")
+    approved = [case for case in suite.cases if case.status == "approved"]
+    assert len(approved) == APPROVED_CASES
+    expected = {(case.id, role): outcome for case in approved for role, outcome in case.outcome.items()}
+    assert len(expected) == APPROVED_CASES * len(ROLES) == 141
+
+    project = Project.load(demo.config)
+    events: list[Event] = []
+    project.bus.subscribe("*", events.append)
+    with project:
+        report = project.evals.run(mode="plans")
+
+    # ------------------------------------------------------------ every case, every role, all pass
+    assert list(report.configs) == ["plans"]
+    board = report.configs["plans"]
+    records = board.results
+    failures = [(r.case_id, r.role, r.reason) for r in records if r.status != "pass"]
+    assert failures == []
+    assert {(r.case_id, r.role): r.expected for r in records} == expected
+    assert len(records) == 141
+    assert board.summary.total == {"pass": 141, "fail": 0, "error": 0, "skip": 0}
+    assert report.skipped == 0
+    assert all(r.execution_status == "pass" for r in records)
+    assert report.accuracy == 1.0
+    assert board.accuracy.execution.rate == 1.0 and board.accuracy.execution.total == 141
+    assert board.planned_cases == board.completed_cases == 141
+    assert sorted(report.roles) == list(ROLES)
+    assert (report.mode, report.spent, report.stopped, report.curated) == ("plans", 0.0, None, False)
+
+    # ------------------------------------------------------------ what each outcome looks like
+    by_outcome = Counter(r.expected for r in records)
+    assert by_outcome["allowed"] > 0 and by_outcome["refused"] > 0 and by_outcome["unanswerable"] == 12
+    for r in records:
+        if r.expected == "refused":
+            assert r.error_code == "SECURITY_VIOLATION", (r.case_id, r.role)
+            # The demo config names refused tables; mode plans scores the generic message.
+            assert r.error_message == GENERIC_REFUSAL, (r.case_id, r.role, r.error_message)
+            assert not any(table in (r.error_message or "") for table in CHINOOK_TABLES)
+            assert r.row_count is None
+        elif r.expected == "unanswerable":
+            assert r.error_code == "QUESTION_NOT_ANSWERABLE", (r.case_id, r.role)
+            assert r.row_count is None and r.sql is None
+        else:
+            assert r.expected == "allowed"
+            assert r.error_code is None and r.result_status == "success", (r.case_id, r.role, r.result_status)
+            assert r.row_count and r.row_count > 0 and r.rows_sha256, (r.case_id, r.role)
+            assert r.sql and r.plan and r.answer == gold_llm.FIXED_ANSWER
+            assert r.scores["result_match"].passed is True
+
+    # ------------------------------------------------------------ the model calls went over HTTP
+    assert len(gold_servers) == 1
+    server = gold_servers[0]
+    calls_per_record = {(r.case_id, r.role): NODES[r.expected] for r in records}
+    for r in records:
+        assert set(r.usage) == calls_per_record[(r.case_id, r.role)], (r.case_id, r.role, set(r.usage))
+        for node, usage in r.usage.items():
+            # The tokens are the gold server's canned usage, read back from its HTTP responses.
+            assert (usage.input_tokens, usage.output_tokens) == (120, 30), (r.case_id, r.role, node)
+        assert r.cost_usd == 0.0
+        assert set(r.models.values()) == {"openai/gold-plans"}
+    assert server.requests == sum(len(nodes) for nodes in calls_per_record.values())
+    assert server.requests_by_schema == {
+        "DatasourceSelection": 141,
+        "Decomposition": by_outcome["allowed"] + by_outcome["refused"],
+        "PlanModel": by_outcome["allowed"] + by_outcome["refused"],
+        "SynthesizedAnswer": by_outcome["allowed"],
+    }
+
+    # ------------------------------------------------------------ the events
+    started = [e for e in events if e.topic == RUN_STARTED]
+    finished = [e for e in events if e.topic == RUN_FINISHED]
+    assert len(started) == len(finished) == 141
+    assert len({e.run_id for e in started}) == 141
+    assert {e.run_id for e in started} == {e.run_id for e in finished}
+    context_keys = Counter((e.payload["context"]["case_id"], e.payload["context"]["role"]) for e in started)
+    assert context_keys == Counter(list(expected))
+    assert all(e.payload["context"]["config"] == "plans" and e.payload["context"]["pass"] == 1 for e in started)
+    for e in started:  # each run finished after it started
+        assert events.index(e) < next(i for i, f in enumerate(events) if f.topic == RUN_FINISHED
+                                      and f.run_id == e.run_id)
+    per_case: list[dict[str, Any]] = [e.payload for e in events if e.topic == EVAL_CASE]
+    assert len(per_case) == 141
+    assert Counter((p["case"], p["role"]) for p in per_case) == Counter(list(expected))
+    assert all(p["passed"] is True and p["status"] == "pass" for p in per_case)
+    eval_finished = [e for e in events if e.topic == EVAL_FINISHED]
+    assert len(eval_finished) == 1 and events[-1] is eval_finished[0]
+    summary = eval_finished[0].payload
+    assert (summary["mode"], summary["cases"], summary["accuracy"], summary["spent"], summary["stopped"]) == (
+        "plans", 141, 1.0, 0.0, None)

@@ -103,12 +103,16 @@ def _progress(total: int) -> Any:
 
 
 def _cmd_eval_run(args: argparse.Namespace) -> int:
+    if args.mode == "full" and "CI" in os.environ:
+        raise UsageError("mode full spends money and never runs in CI (the CI variable is set)")
+    with _load_project(args) as project:
+        return _eval_run(args, project)
+
+
+def _eval_run(args: argparse.Namespace, project: Any) -> int:
     from nl2sql_assets.evaluation.gate import BaselineError
     from nl2sql_assets.evaluation.report import save_report
 
-    if args.mode == "full" and "CI" in os.environ:
-        raise UsageError("mode full spends money and never runs in CI (the CI variable is set)")
-    project = _load_project(args)
     llm = None
     if args.llm:
         if args.mode != "full":
@@ -162,8 +166,8 @@ def _cmd_eval_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval_regenerate(args: argparse.Namespace) -> int:
-    project = _load_project(args)
-    report = project.evals.regenerate(args.path, allow_packaged=args.allow_packaged)
+    with _load_project(args) as project:
+        report = project.evals.regenerate(args.path, allow_packaged=args.allow_packaged)
     print(f"{report.path}: {report.written} result sets written, {len(report.failed)} failed"
           + (" (file unchanged)" if report.unchanged else ""))
     for failure in report.failed:

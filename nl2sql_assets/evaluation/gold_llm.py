@@ -22,8 +22,9 @@ from typing import Any, Literal
 from nl2sql_assets.config import LLMConfig, ModelSettings
 from nl2sql_assets.engine.events import RUN_FINISHED, RUN_STARTED, Event, EventBus
 from nl2sql_assets.evaluation.suite import EvalCase
-from nl2sql_assets.llm.client import RUN_ID_HEADER
+from nl2sql_assets.llm.client import RUN_ID_HEADER, declare_free_model
 
+GOLD_MODEL = "openai/gold-plans"
 DEFAULT_USAGE = {"prompt_tokens": 120, "completion_tokens": 30}
 FIXED_ANSWER = "Here are the results for your question."
 
@@ -209,6 +210,7 @@ class GoldLLMServer:
     def start(self) -> GoldLLMServer:
         if self._server is not None:
             return self
+        declare_free_model(GOLD_MODEL)  # litellm then prices its calls by a lookup, not a rule search
         self._unsubscribe = [
             self.bus.subscribe(RUN_STARTED, self._on_started),
             self.bus.subscribe(RUN_FINISHED, self._on_finished),
@@ -254,7 +256,7 @@ class GoldLLMServer:
         """An llm section that sends every node to this server (no key needed, no retries)."""
         return LLMConfig(
             default=ModelSettings(
-                model="openai/gold-plans",
+                model=GOLD_MODEL,
                 api_base=self.base_url,
                 api_key="gold",
                 temperature=0,
@@ -340,4 +342,4 @@ class GoldLLMServer:
         return block
 
 
-__all__ = ["ANSWERS", "FIXED_ANSWER", "GoldLLMServer", "GoldRequestError", "rows_sentence"]
+__all__ = ["ANSWERS", "FIXED_ANSWER", "GOLD_MODEL", "GoldLLMServer", "GoldRequestError", "rows_sentence"]

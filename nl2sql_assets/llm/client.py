@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -30,19 +31,49 @@ BACKOFF_CAP_S = 5.0
 _TRANSIENT_STATUS = {408, 409, 429}
 
 _litellm: Any = None
+_lib_lock = threading.Lock()
+_free_models: set[str] = set()
 
 
 def _lib() -> Any:
     """litellm, imported once, offline (its local price map) and quiet."""
     global _litellm
-    if _litellm is None:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
+    if _litellm is not None:
+        return _litellm
+    with _lib_lock:
+        if _litellm is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm
 
-        litellm.suppress_debug_info = True
-        litellm.telemetry = False
-        _litellm = litellm
+            litellm.suppress_debug_info = True
+            litellm.telemetry = False
+            for model in sorted(_free_models):
+                _register_free(litellm, model)
+            _litellm = litellm
     return _litellm
+
+
+def _register_free(lib: Any, model: str) -> None:
+    if model in lib.model_cost:  # litellm knows it already: never change a real model's price
+        return
+    zero = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "cache_read_input_token_cost": 0.0,
+            "cache_creation_input_token_cost": 0.0}  # fmt: skip
+    lib.register_model({model: {**zero, "litellm_provider": model.split("/", 1)[0], "mode": "chat"}})
+
+
+def declare_free_model(model: str) -> None:
+    """Tell litellm that ``model`` (``provider/name``, e.g. the gold LLM's) costs nothing.
+
+    litellm prices every response itself. For a model missing from its cost map that means
+    searching its fallback rules (about a thousand regexes) on every call, ~10 % of its
+    per-call overhead; a known model is a dict lookup. Our own pricing (``llm/prices.py``)
+    never reads litellm's cost, and the request sent is byte-for-byte the same. Cheap before
+    litellm is imported: the name is registered when it is.
+    """
+    with _lib_lock:
+        _free_models.add(model)
+        if _litellm is not None:
+            _register_free(_litellm, model)
 
 
 class LLMCallError(RuntimeError):

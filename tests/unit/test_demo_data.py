@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,13 +31,11 @@ def chinook_file() -> Path:
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory, chinook_file: Path) -> dict[str, Any]:
-    """The two databases written twice, into two folders, and how long the first write took."""
+    """The two databases written twice, into two folders."""
     first, second = tmp_path_factory.mktemp("gen1"), tmp_path_factory.mktemp("gen2")
-    started = time.perf_counter()
     paths = demo.write_demo_databases(first, chinook=chinook_file)
-    seconds = time.perf_counter() - started
     again = demo.write_demo_databases(second, chinook=chinook_file)
-    return {"paths": paths, "again": again, "seconds": seconds, "folders": (first, second)}
+    return {"paths": paths, "again": again, "folders": (first, second)}
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +96,7 @@ def test_another_seed_gives_other_rows(chinook_file: Path) -> None:
     )
 
 
-def test_generation_is_fast_and_leaves_only_the_two_files(generated: dict[str, Any]) -> None:
-    assert generated["seconds"] < 3.0, generated["seconds"]  # about 0.2 s on a 2-core machine
+def test_generation_leaves_only_the_two_files(generated: dict[str, Any]) -> None:
     for folder in generated["folders"]:
         assert sorted(p.name for p in folder.iterdir()) == ["support.duckdb", "webanalytics.duckdb"]
 

@@ -1,10 +1,11 @@
-"""Row comparison: strict and lenient, their reasons and messages, and their speed."""
+"""Row comparison: strict and lenient, their reasons and messages, on small and large tables.
+
+How fast they are is measured by scripts/bench_building_blocks.py, not here."""
 
 from __future__ import annotations
 
 import itertools
 import random
-import time
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -585,7 +586,7 @@ def test_lenient_agrees_with_brute_force_on_reshaped_answers(pair: tuple[list, l
     assert compare_results_lenient(gold, got, order) is _oracle_lenient(gold, got, order)
 
 
-# ---------------------------------------------------------------- speed
+# ---------------------------------------------------------------- large tables
 
 
 def _table(n: int, seed: int) -> list[list[object]]:
@@ -594,7 +595,7 @@ def _table(n: int, seed: int) -> list[list[object]]:
 
 
 @pytest.mark.parametrize("kind", ["noisy", "one_cell_off", "columns_swapped"])
-def test_three_thousand_rows_compare_in_milliseconds(kind: str) -> None:
+def test_three_thousand_shuffled_rows(kind: str) -> None:
     gold = _table(3000, 1)
     rnd = random.Random(2)
     got = [list(r) for r in gold]
@@ -607,22 +608,15 @@ def test_three_thousand_rows_compare_in_milliseconds(kind: str) -> None:
         expected = False
     elif kind == "columns_swapped":
         got = [[c, a, b] for a, b, c in got]
-    start = time.process_time()  # CPU time: other work on the machine does not count
-    strict = compare_results(gold, got, False)
-    lenient = compare_results_lenient(gold, got, False)
-    elapsed = time.process_time() - start
-    assert lenient is expected
-    assert strict is (expected and kind != "columns_swapped")
-    assert elapsed < 0.5, f"{kind}: {elapsed * 1000:.0f} ms"
+    assert compare_results_lenient(gold, got, False) is expected
+    assert compare_results(gold, got, False) is (expected and kind != "columns_swapped")
 
 
-def test_tolerance_chains_take_the_matching_path_quickly() -> None:
+def test_tolerance_chains_take_the_matching_path() -> None:
     # Sorting by value then zipping fails here (the text column breaks ties differently),
     # so this runs the grouped bipartite matching on 3,000 rows.
     rnd = random.Random(3)
     gold = [[round(rnd.random() * 100, 2), rnd.choice("abc")] for _ in range(3000)]
     got = [[v + rnd.choice([-0.004, 0.004]), t] for v, t in gold]
     rnd.shuffle(got)
-    start = time.process_time()
     assert compare_results(gold, got, False)
-    assert time.process_time() - start < 0.5

@@ -1,0 +1,405 @@
+#!/usr/bin/env python
+"""Benchmark: mode plans over the whole Chinook suite, end to end, in-process.
+
+Target: the 141 case runs (47 cases x 3 roles) finish in under 5 s after imports on a 2-core
+machine. Timed unit tests are flaky on shared machines, so the figure lives here, printed on
+demand:
+
+    python scripts/bench_plans.py                      # sweep concurrency 1, 2, 4, 8; 3 runs each
+    python scripts/bench_plans.py --concurrency 4 --repeat 5 --profile
+
+Each run is ``Project.load(...).evals.run(mode="plans")`` on a fresh demo project (the real
+pipeline, litellm over HTTP to the local gold server). One extra instrumented run splits the
+wall time into litellm, the HTTP round trip, validation, SQL generation, execution, scoring and
+the rest; timing wrappers are monkeypatched in for that run only. Exits 1 when a case fails.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before anything imports litellm: never fetch its cost map over the network.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import argparse
+import contextlib
+import cProfile
+import functools
+import pstats
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TARGET_S = 5.0
+REPO = str(Path(__file__).resolve().parent.parent)
+DEFAULT_SWEEP = (1, 2, 4, 8)
+
+
+# ---------------------------------------------------------------- imports, timed
+
+
+def import_everything() -> dict[str, float]:
+    """Import what a plans run needs, litellm first; seconds per group."""
+    out: dict[str, float] = {}
+    started = time.perf_counter()
+    from nl2sql_assets.llm import client
+
+    client._lib()  # import litellm the way the product does (offline cost map, quiet)
+    out["litellm (via nl2sql_assets.llm.client)"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    import nl2sql_assets.datasources.chinook
+    import nl2sql_assets.datasources.demo
+    import nl2sql_assets.datasources.duckdb_adapter
+    import nl2sql_assets.datasources.registry
+    import nl2sql_assets.datasources.sqlite
+    import nl2sql_assets.engine.pipeline
+    import nl2sql_assets.evaluation.gold_llm
+    import nl2sql_assets.evaluation.records
+    import nl2sql_assets.evaluation.report
+    import nl2sql_assets.evaluation.runner
+    import nl2sql_assets.evaluation.scorers
+    import nl2sql_assets.llm.prices
+    import nl2sql_assets.project  # noqa: F401
+
+    out["nl2sql_assets (engine, evaluation, datasources)"] = time.perf_counter() - started
+    return out
+
+
+# ---------------------------------------------------------------- timing wrappers
+
+
+@dataclass
+class Timers:
+    """Seconds and call counts per bucket; thread-safe (the executor and gold server use threads)."""
+
+    totals: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, name: str, seconds: float) -> None:
+        with self.lock:
+            self.totals[name] = self.totals.get(name, 0.0) + seconds
+            self.counts[name] = self.counts.get(name, 0) + 1
+
+    def get(self, name: str) -> float:
+        return self.totals.get(name, 0.0)
+
+
+def _sync_timer(timers: Timers, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            timers.add(name, time.perf_counter() - started)
+
+    return wrapper
+
+
+def _async_timer(timers: Timers, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            timers.add(name, time.perf_counter() - started)
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def instrumented(timers: Timers) -> Iterator[None]:
+    """Wrap, for the duration of the block, the functions at the names the pipeline calls them by.
+
+    - ``litellm.acompletion``: the client looks it up on the module at each call.
+    - ``httpx.AsyncClient.send``: the HTTP round trip as the client sees it (litellm's openai
+      route sends through an httpx client).
+    - the gold server's ``do_POST``: server-side handling time.
+    - ``pipeline.validate_plan`` / ``pipeline.generate_sql``: imported by name into the pipeline.
+    - ``SqliteAdapter.execute`` / ``DuckDBAdapter.execute``: ``executor.execute`` calls the method.
+    - ``runner.score_run``, ``report.build_report`` (imported inside ``arun_eval``) and the gold
+      server's ``start`` / ``stop``.
+    """
+    import httpx
+
+    from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
+    from nl2sql_assets.datasources.sqlite import SqliteAdapter
+    from nl2sql_assets.engine import pipeline
+    from nl2sql_assets.evaluation import gold_llm, report, runner
+    from nl2sql_assets.llm.client import _lib
+
+    litellm = _lib()
+    patches: list[tuple[Any, str, Callable[..., Any]]] = [
+        (litellm, "acompletion", _async_timer(timers, "acompletion", litellm.acompletion)),
+        (httpx.AsyncClient, "send", _async_timer(timers, "http", httpx.AsyncClient.send)),
+        (gold_llm._Handler, "do_POST", _sync_timer(timers, "server", gold_llm._Handler.do_POST)),
+        (pipeline, "validate_plan", _sync_timer(timers, "validation", pipeline.validate_plan)),
+        (pipeline, "generate_sql", _sync_timer(timers, "sqlgen", pipeline.generate_sql)),
+        (SqliteAdapter, "execute", _sync_timer(timers, "execution", SqliteAdapter.execute)),
+        (DuckDBAdapter, "execute", _sync_timer(timers, "execution", DuckDBAdapter.execute)),
+        (runner, "score_run", _sync_timer(timers, "scoring", runner.score_run)),
+        (gold_llm.GoldLLMServer, "start", _sync_timer(timers, "gold", gold_llm.GoldLLMServer.start)),
+        (gold_llm.GoldLLMServer, "stop", _sync_timer(timers, "gold", gold_llm.GoldLLMServer.stop)),
+        (report, "build_report", _sync_timer(timers, "report", report.build_report)),
+    ]
+    saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
+    try:
+        for owner, name, wrapper in patches:
+            setattr(owner, name, wrapper)
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
+# ---------------------------------------------------------------- one run
+
+
+@dataclass
+class RunOutcome:
+    wall_s: float
+    cpu_s: float  # this process, every thread: less sensitive than wall to other work on the machine
+    main_cpu_s: float  # the calling thread: the event loop the case runs share
+    cases: int
+    passed: int
+    failures: list[str]
+    node_timings: dict[str, float]
+
+
+def run_once(config_path: Path, concurrency: int | None) -> RunOutcome:
+    """``Project.load(...).evals.run(mode="plans")`` on a fresh project, timed as a whole."""
+    from nl2sql_assets.project import Project
+
+    started, cpu_started, main_started = time.perf_counter(), time.process_time(), time.thread_time()
+    project = Project.load(config_path)
+    try:
+        if concurrency is not None:
+            project.config.settings.max_concurrency = concurrency
+        report = project.evals.run(mode="plans")
+    finally:
+        project.close()
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    main_cpu = time.thread_time() - main_started
+    board = report.first_board
+    records = list(board.results) if board is not None else []
+    scored = [r for r in records if r.status != "skip"]
+    nodes: dict[str, float] = {}
+    for r in records:
+        for node, seconds in r.timings.items():
+            nodes[node] = nodes.get(node, 0.0) + seconds
+    failures = [f"{r.case_id}@{r.role}: {r.status} ({r.reason})" for r in scored if r.status != "pass"]
+    return RunOutcome(wall, cpu, main_cpu, len(scored), len(scored) - len(failures), failures, nodes)
+
+
+# ---------------------------------------------------------------- printing
+
+
+def _fmt_s(seconds: float) -> str:
+    return f"{seconds:7.3f}"
+
+
+def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
+    print(f"\n{title}")
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False))
+    print(line)
+    print("-" * len(line))
+    for row in rows:
+        print("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))))
+
+
+def breakdown_rows(timers: Timers, wall: float, additive: bool) -> list[list[str]]:
+    """One row per bucket. ``additive`` (one case run at a time): the buckets and the rest add up
+    to the wall time, so shares are printed; otherwise calls overlap and only sums are."""
+    acompletion, http, server = timers.get("acompletion"), timers.get("http"), timers.get("server")
+    buckets: list[tuple[str, float, str | None]] = [  # (label, seconds, timer whose calls to count)
+        ("litellm client-side (acompletion - HTTP)", acompletion - http, "acompletion"),
+        ("HTTP round trip (client view)", http, "http"),
+        ("  of which gold server handling (do_POST)", server, "server"),
+        ("  of which network, event loop + GIL waits", http - server, None),
+        ("validation (validate_plan)", timers.get("validation"), "validation"),
+        ("SQL generation (generate_sql)", timers.get("sqlgen"), "sqlgen"),
+        ("execution (adapter execute)", timers.get("execution"), "execution"),
+        ("scoring (score_run)", timers.get("scoring"), "scoring"),
+        ("report (build_report)", timers.get("report"), "report"),
+        ("gold server start + stop", timers.get("gold"), "gold"),
+    ]
+    rest = wall - sum(seconds for label, seconds, _ in buckets if not label.startswith(" "))
+    if additive:
+        buckets.append(("rest (engine glue, event loop, litellm logging, setup)", rest, None))
+    rows = []
+    for label, seconds, key in buckets:
+        n = timers.counts.get(key, 0) if key else 0
+        share = f"{seconds / wall * 100:5.1f}%" if additive else "-"
+        rows.append([label, _fmt_s(seconds), share, str(n) if n else "", f"{seconds / n * 1000:.3f}" if n else ""])
+    rows.append(["total wall", _fmt_s(wall), "100.0%" if additive else "-", "", ""])
+    return rows
+
+
+#: Frames that only wrap the whole run (entry points, the event loop): left out of the cumulative view.
+_WRAPPERS = re.compile(
+    r"asyncio/|bench_plans\.py|nl2sql_assets/project\.py|runner\.py.*\b(a?run_eval|go|_one_case|_ask)\b"
+    r"|pipeline\.py.*\b(aask|_run|_generated)\b|method 'run' of '_contextvars|threading\.py"
+)
+
+
+def profile_once(config_path: Path, concurrency: int | None, top: int) -> None:
+    """cProfile one run. Only the main thread is profiled (the event loop, most of litellm,
+    validation, generation, scoring): litellm's own ``completion()`` step runs in the loop's
+    default executor threads, and the gold server and the database work in theirs."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_once(config_path, concurrency)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    entries = []  # (tottime, cumtime, calls, "file:line(function)")
+    for (filename, line, func), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        name = func if filename == "~" else f"{_short_path(filename)}:{line}({func})"
+        entries.append((tottime, cumtime, ncalls, name))
+    views = [
+        ("own time (tottime)", sorted(entries, key=lambda e: -e[0])),
+        ("cumulative time, run-wide wrappers left out", sorted(
+            (e for e in entries if not _WRAPPERS.search(e[3])), key=lambda e: -e[1])),
+    ]
+    for title, ordered in views:
+        print(f"\ncProfile top-{top} by {title} (main thread, max_concurrency {concurrency}):")
+        print(f"{'calls':>9}  {'tottime':>8}  {'cumtime':>8}  function   (a coroutine counts once per resume)")
+        for tottime, cumtime, ncalls, name in ordered[:top]:
+            print(f"{ncalls:>9}  {tottime:8.3f}  {cumtime:8.3f}  {name}")
+
+
+def _short_path(filename: str) -> str:
+    """``site-packages/litellm/main.py`` → ``litellm/main.py``; the repo's own files from the package."""
+    for marker in ("site-packages/", "/lib/python3", f"{REPO}/"):
+        if marker in filename:
+            tail = filename.split(marker, 1)[1]
+            return tail.split("/", 1)[1] if marker == "/lib/python3" and "/" in tail else tail
+    return filename
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per concurrency (default 3)")
+    parser.add_argument(
+        "--concurrency",
+        default=",".join(map(str, DEFAULT_SWEEP)),
+        help="comma-separated max_concurrency values to measure (default 1,2,4,8); 'config' = the project's",
+    )
+    parser.add_argument("--breakdown-concurrency", type=int, default=1,
+                        help="concurrency of the instrumented run (default 1: the buckets then add up to the wall)")
+    parser.add_argument("--profile", action="store_true", help="also print a cProfile top-10 of one run")
+    parser.add_argument("--top", type=int, default=10, help="rows of the profile (default 10)")
+    parser.add_argument("--chinook", type=Path, default=None, help="chinook.sqlite (default: $NL2SQL_CHINOOK)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    process_started = time.perf_counter()
+    import_times = import_everything()
+    print_table("Imports (seconds, this process)", ["module", "seconds"],
+                [[k, _fmt_s(v)] for k, v in import_times.items()]
+                + [["total", _fmt_s(sum(import_times.values()))]])
+
+    from nl2sql_assets.datasources.chinook import resolve_chinook
+    from nl2sql_assets.datasources.demo import init_demo
+
+    values: list[int | None] = []
+    for part in args.concurrency.split(","):
+        part = part.strip()
+        values.append(None if part == "config" else int(part))
+
+    with tempfile.TemporaryDirectory(prefix="bench-plans-") as tmp:
+        started = time.perf_counter()
+        demo = init_demo(Path(tmp) / "project", chinook=resolve_chinook(args.chinook))
+        print(f"\nDemo project built in {time.perf_counter() - started:.2f} s at {demo.root}")
+        from nl2sql_assets.config import load_config
+
+        config_value = load_config(demo.config).settings.max_concurrency
+
+        # The first run pays one-off costs (litellm's first call, opening databases, snapshots).
+        first = run_once(demo.config, None)
+        print(f"First run after imports (max_concurrency {config_value}, as configured): "
+              f"{first.wall_s:.3f} s for {first.cases} case runs; "
+              f"{first.passed}/{first.cases} passed; "
+              f"{'under' if first.wall_s < TARGET_S else 'OVER'} the {TARGET_S:.0f} s target")
+
+        results: dict[int, list[RunOutcome]] = {}
+        for value in values:
+            c = config_value if value is None else value
+            results[c] = [run_once(demo.config, c) for _ in range(args.repeat)]
+
+        rows = []
+        for c, outs in results.items():
+            walls = [o.wall_s for o in outs]
+            n = outs[0].cases
+            med = statistics.median(walls)
+            rows.append([
+                f"{c}{' (configured)' if c == config_value else ''}", str(n), _fmt_s(min(walls)),
+                _fmt_s(med), _fmt_s(max(walls)), f"{med / n * 1000:.1f}",
+                _fmt_s(statistics.median(o.cpu_s for o in outs)),
+                _fmt_s(statistics.median(o.main_cpu_s for o in outs)),
+                f"{sum(o.passed for o in outs)}/{sum(o.cases for o in outs)}",
+            ])
+        print_table(f"Mode plans, whole Chinook suite ({args.repeat} run(s) each; fresh Project each run)",
+                    ["max_concurrency", "case runs", "wall min", "median", "max", "ms/case run", "cpu median",
+                     "main-thread cpu", "passed"], rows)
+        best = min(results, key=lambda c: statistics.median(o.wall_s for o in results[c]))
+        best_med = statistics.median(o.wall_s for o in results[best])
+        print(f"\nBest: max_concurrency {best} (median {best_med:.3f} s, "
+              f"{best_med / results[best][0].cases * 1000:.1f} ms per case run); "
+              f"target {TARGET_S:.0f} s: {'met' if best_med < TARGET_S else 'MISSED'}")
+
+        # One instrumented run: where the time goes.
+        timers = Timers()
+        with instrumented(timers):
+            traced = run_once(demo.config, args.breakdown_concurrency)
+        print_table(
+            f"Where the time goes (one instrumented run, max_concurrency {args.breakdown_concurrency}, "
+            f"{traced.cases} case runs, {timers.counts.get('acompletion', 0)} LLM calls)",
+            ["bucket", "seconds", "share", "calls", "ms/call"],
+            breakdown_rows(timers, traced.wall_s, additive=args.breakdown_concurrency == 1),
+        )
+        if args.breakdown_concurrency > 1:
+            print("  (calls overlap at this concurrency: each bucket sums its calls' wall time, waits for the "
+                  "GIL included, so shares are not given)")
+        print(f"  CPU of that run: {traced.cpu_s:.3f} s in all, {traced.main_cpu_s:.3f} s on the event loop's "
+              f"thread, {traced.cpu_s - traced.main_cpu_s:.3f} s in others (litellm's completion() step in "
+              "executor threads, the gold server, database work)")
+        node_rows = [[node, _fmt_s(s), f"{s / traced.cases * 1000:.2f}"]
+                     for node, s in sorted(traced.node_timings.items(), key=lambda kv: -kv[1])]
+        print_table("Per-node timings recorded in the case records (QueryResult.timings, summed)",
+                    ["node", "seconds", "ms/case run"], node_rows)
+
+        if args.profile:
+            profile_once(demo.config, best, args.top)
+
+        all_outs = [first, traced, *(o for outs in results.values() for o in outs)]
+        failures = sorted({f for o in all_outs for f in o.failures})
+        accuracy = sum(o.passed for o in all_outs) / max(1, sum(o.cases for o in all_outs))
+        print(f"\nAccuracy over every run: {accuracy * 100:.1f}% "
+              f"({sum(o.passed for o in all_outs)}/{sum(o.cases for o in all_outs)} case runs passed)")
+        for f in failures:
+            print(f"  FAILED {f}")
+    print(f"\nBenchmark process total: {time.perf_counter() - process_started:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())
+    sys.exit(130)
+

@@ -9,8 +9,10 @@ carries; what to answer is one table keyed by the structured output's schema nam
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import socket
 import threading
 import time
 from collections import Counter
@@ -163,9 +165,34 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
+    """Keeps the open keep-alive connections, so stopping the server also ends their threads
+    (else each client connection parks a thread until the client hangs up)."""
+
     daemon_threads = True
     allow_reuse_address = True
     gold: GoldLLMServer
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._open_lock:
+            open_now = list(self._open)
+        for sock in open_now:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 class GoldLLMServer:
@@ -230,6 +257,7 @@ class GoldLLMServer:
         self._unsubscribe = []
         if self._server is not None:
             self._server.shutdown()
+            self._server.close_connections()
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)

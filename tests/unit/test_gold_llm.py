@@ -214,3 +214,27 @@ def test_stop_releases_the_port_and_the_bus(bus: EventBus) -> None:
     start(bus, "late", "artists")  # no handler left: nothing to record
     with pytest.raises(httpx.HTTPError):
         httpx.post(f"{url}/chat/completions", json={}, timeout=1)
+
+
+def test_stopping_the_server_ends_its_keep_alive_connection_threads():
+    """A long-lived process (a Dagster code server) runs plans mode many times: no thread may pile up."""
+    import http.client
+    import threading
+    import time
+
+    def handler_threads() -> int:
+        return sum("process_request_thread" in t.name for t in threading.enumerate())
+
+    before = handler_threads()
+    server = GoldLLMServer([], EventBus()).start()
+    port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.request("GET", "/v1/models")  # keep-alive: the connection stays open after the answer
+    assert conn.getresponse().read()
+    assert handler_threads() == before + 1
+    server.stop()
+    deadline = time.monotonic() + 3
+    while handler_threads() > before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert handler_threads() == before
+    conn.close()

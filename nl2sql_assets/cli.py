@@ -136,6 +136,9 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     out = Path(args.out) if args.out else project.root / f"eval_{args.mode}.json"
     save_report(report, out)
     for name, board in report.configs.items():
+        if report.mode == "retrieval":
+            print(_retrieval_line(name, board))
+            continue
         acc = board.accuracy.execution
         print(f"{name}: execution accuracy {acc.rate:.1%} ({acc.passed}/{acc.total}, 95% CI "
               f"{acc.low:.1%}-{acc.high:.1%}); overall {board.accuracy.overall.rate:.1%}")
@@ -163,6 +166,20 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
         print(f"stopped at the cost cap: spent ${report.spent:.4f}", file=sys.stderr)
         return EXIT_COST_CAP
     return code
+
+
+def _retrieval_line(name: str, board: Any) -> str:
+    """Mode retrieval has no execution: cases passed, recall with what was sent, and routing."""
+    acc = board.accuracy.overall
+    parts = [f"{name}: {acc.passed}/{acc.total} case runs passed ({acc.rate:.1%}, 95% CI {acc.low:.1%}-{acc.high:.1%})"]
+    r = board.retrieval
+    if r is not None:
+        parts.append(f"table recall {r.table_recall:.1%}, column recall {r.column_recall:.1%} "
+                     f"(every table {r.perfect_tables}/{r.cases}, every column {r.perfect_columns}/{r.cases}; "
+                     f"sent {r.tables_sent:.1f} tables, {r.columns_sent:.1f} columns on average)")
+    if board.routing is not None:
+        parts.append(f"routing top-1 {board.routing.top1.rate:.1%}, shortlist {board.routing.shortlist.rate:.1%}")
+    return "; ".join(parts)
 
 
 def _cmd_eval_regenerate(args: argparse.Namespace) -> int:
@@ -228,6 +245,10 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     for name, passed in run.checks.items():
         print(f"check {'passed' if passed else 'FAILED'}: {name}")
     for name, meta in run.scoreboards.items():
+        if "table_recall" in meta:  # mode retrieval: no execution, recall and routing instead
+            print(f"scoreboard {name}: {meta['overall_accuracy']:.1%} of case runs passed; table recall "
+                  f"{meta['table_recall']:.1%}, column recall {meta['column_recall']:.1%}")
+            continue
         print(f"scoreboard {name}: execution accuracy {meta['execution_accuracy']:.1%} "
               f"(95% CI {meta['execution_low']:.1%}-{meta['execution_high']:.1%}), "
               f"{meta['case_runs']} case runs")

@@ -59,8 +59,13 @@ class Project:
         with self._lock:
             if self._engine is None:
                 from nl2sql_assets.engine.pipeline import Engine
+                from nl2sql_assets.retrieval.routing import default_hooks
 
-                self._engine = Engine(self.config, registry=registry, bus=self.bus)
+                # The schema retriever and the router embed lazily: nothing loads until a
+                # datasource above settings.retrieval.full_snapshot_max_tables is asked.
+                retriever, router = default_hooks(self.config, registry)
+                self._engine = Engine(self.config, registry=registry, bus=self.bus, retriever=retriever,
+                                      router=router)
             return self._engine
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ from nl2sql_assets.defs.partitions import CONFIGS, config_pass_key, register_con
 from nl2sql_assets.defs.resources import ProjectResource
 from nl2sql_assets.evaluation.configs import KEY_FREE_CONFIGS
 
-NIGHTLY_CONFIGS = ("plans",)  # the key-free configs whose mode exists; retrieval joins when it does
+NIGHTLY_CONFIGS = ("plans", "retrieval")  # the key-free configs
 NIGHTLY_TAG = "nl2sql/nightly"
 
 

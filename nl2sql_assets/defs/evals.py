@@ -2,6 +2,7 @@
 regression gate as a blocking check, the report across configs, and benchmark records."""
 
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -25,7 +26,20 @@ def report_path(project: ProjectResource, suite: str, config: str) -> Path:
     return project.warehouse.root / "reports" / suite / f"{config}.json"
 
 
-def build_eval_assets(suite_name: str, suite_path: Path) -> list:
+def _retrieval_metadata(board) -> dict:
+    """Mode retrieval's numbers (recall, what was sent, routing), for plots in the UI."""
+    out: dict = {}
+    r = board.retrieval
+    if r is not None:
+        out.update({"table_recall": r.table_recall, "column_recall": r.column_recall,
+                    "perfect_tables": r.perfect_tables, "perfect_columns": r.perfect_columns,
+                    "tables_sent": r.tables_sent, "columns_sent": r.columns_sent})
+    if board.routing is not None:
+        out.update({"routing_top1": board.routing.top1.rate, "routing_shortlist": board.routing.shortlist.rate})
+    return out
+
+
+def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg.AssetKey] = ()) -> list:
     case_runs_key = dg.AssetKey(["case_runs", suite_name])
     scoreboard_key = dg.AssetKey(["scoreboards", suite_name])
     report_key = dg.AssetKey(["eval_report", suite_name])
@@ -33,7 +47,7 @@ def build_eval_assets(suite_name: str, suite_path: Path) -> list:
 
     @dg.asset(
         key=case_runs_key,
-        deps=[dg.AssetKey(["regenerated_rows", suite_name])],
+        deps=[dg.AssetKey(["regenerated_rows", suite_name]), *index_keys],
         partitions_def=CONFIG_X_PASS,
         backfill_policy=dg.BackfillPolicy.multi_run(1),
         pool="llm",
@@ -58,6 +72,8 @@ def build_eval_assets(suite_name: str, suite_path: Path) -> list:
         return dg.MaterializeResult(metadata={
             "passed": s["pass"], "failed": s["fail"], "errors": s["error"], "skipped": s["skip"],
             "execution_accuracy": board.accuracy.execution.rate,
+            "overall_accuracy": board.accuracy.overall.rate,
+            **_retrieval_metadata(board),
             "cost_usd": board.cost.total_usd,
             "seconds": round(run.seconds, 3),
             "mode": run.report.mode,
@@ -94,7 +110,8 @@ def build_eval_assets(suite_name: str, suite_path: Path) -> list:
             "determinism": board.determinism.rate if board.determinism is not None else 1.0,
             "cost_per_case_usd": board.cost.per_case_usd,
             "latency_p95_s": board.latency.p95,
-            "case_runs": acc.execution.total,
+            "case_runs": acc.execution.total if report.mode != "retrieval" else acc.overall.total,
+            **_retrieval_metadata(board),
             "board": dg.MetadataValue.md(to_markdown(board)),
         })
 

@@ -11,6 +11,7 @@ from nl2sql_assets.defs.automation import build_automation, build_jobs
 from nl2sql_assets.defs.datasets import build_schema_snapshots, build_suite_assets, demo_datasets
 from nl2sql_assets.defs.evals import build_eval_assets, build_gate_all_check
 from nl2sql_assets.defs.resources import ProjectResource
+from nl2sql_assets.defs.schema_index import build_schema_index, schema_index_keys
 
 
 def build_defs(config_path: str | Path) -> dg.Definitions:
@@ -25,11 +26,11 @@ def build_defs(config_path: str | Path) -> dg.Definitions:
 def _build_defs(config_path: Path) -> dg.Definitions:
     config = load_config(config_path)
     suites = [(Path(p).stem, Path(p)) for p in config.evals_config.suites]
-    assets: list = [demo_datasets, build_schema_snapshots(config)]
+    assets: list = [demo_datasets, build_schema_snapshots(config), build_schema_index(config)]
     checks: list = []
     for name, path in suites:
         suite_asset, rows, drift = build_suite_assets(name, path, config)
-        case_runs, scoreboard, gate, report, records = build_eval_assets(name, path)
+        case_runs, scoreboard, gate, report, records = build_eval_assets(name, path, schema_index_keys(config))
         assets += [suite_asset, rows, case_runs, scoreboard, report, records]
         checks += [drift, gate, build_gate_all_check(name)]
     jobs = build_jobs([name for name, _ in suites])

@@ -54,13 +54,15 @@ T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
 
 #: Timings are reported per node under these names (seconds, summed over retries).
-TIMED_NODES = ("curated", "resolver", "retriever", "decomposer", "planner", "validator", "generator", "executor",
-               "refiner", "synthesizer")  # fmt: skip
+TIMED_NODES = ("curated", "resolver", "router", "retriever", "decomposer", "planner", "validator", "generator",
+               "executor", "refiner", "synthesizer")  # fmt: skip
 PLAN_CACHE_SIZE = 1024
 
 #: A schema retriever: (question, snapshot) → the tables and columns to show the planner.
 #: Blocking (embeddings), so the engine runs it in a worker thread.
 Retriever = Callable[[str, SchemaSnapshot], Mapping[str, Sequence[str]]]
+#: A datasource router: question → the project's datasources ranked best first (embeddings).
+Router = Callable[[str], Sequence[str]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +172,7 @@ class Engine:
         llm: LLMConfig | None = None,
         options: RuntimeOptions | None = None,
         retriever: Retriever | None = None,
+        router: Router | None = None,
     ) -> None:
         if registry is None:
             from nl2sql_assets.datasources.registry import DatasourceRegistry
@@ -181,21 +184,31 @@ class Engine:
         self.llm = llm if llm is not None else config.llm
         self.options = options if options is not None else RuntimeOptions()
         self.retriever = retriever
+        self.router = router
         self.client = LLMClient(self.llm.for_node)
         self._plan_cache: OrderedDict[tuple[str, str, str], PlanModel] = OrderedDict()
         self._curated = {normalise_question(c.question): c for c in config.curated}
 
     # ------------------------------------------------------------ runtimes
 
-    def derive(self, *, llm: LLMConfig | None = None, **options: Any) -> Engine:
-        """A new runtime on the same registry and bus; this engine is left as it is."""
+    def derive(
+        self,
+        *,
+        llm: LLMConfig | None = None,
+        retriever: Retriever | None = None,
+        router: Router | None = None,
+        **options: Any,
+    ) -> Engine:
+        """A new runtime on the same registry and bus; this engine is left as it is. Hooks left
+        None are this engine's own."""
         return Engine(
             self.config,
             registry=self.registry,
             bus=self.bus,
             llm=llm if llm is not None else self.llm,
             options=dataclasses.replace(self.options, **options),
-            retriever=self.retriever,
+            retriever=retriever if retriever is not None else self.retriever,
+            router=router if router is not None else self.router,
         )
 
     @property
@@ -228,6 +241,14 @@ class Engine:
         """
         return run_sync(self.aask(question, role, run_id=run_id, context=context))
 
+    def _check_role(self, role: str | None) -> str:
+        role = role or self.config.policies.default_role
+        if self.config.policies.roles and role not in self.config.policies.roles:
+            raise ConfigError(
+                f"unknown role {role!r}; the policy defines {sorted(self.config.policies.roles)}"
+            )
+        return role
+
     async def aask(
         self,
         question: str,
@@ -236,11 +257,7 @@ class Engine:
         run_id: str | None = None,
         context: dict | None = None,
     ) -> QueryResult:
-        role = role or self.config.policies.default_role
-        if self.config.policies.roles and role not in self.config.policies.roles:
-            raise ConfigError(
-                f"unknown role {role!r}; the policy defines {sorted(self.config.policies.roles)}"
-            )
+        role = self._check_role(role)
         state = _RunState(run_id=run_id or uuid.uuid4().hex, question=question, role=role)
         self.bus.publish(
             Event(
@@ -252,6 +269,51 @@ class Engine:
         result: QueryResult | None = None
         try:
             result = await self._run(state)
+            return result
+        finally:
+            payload: dict[str, Any] = (
+                {"status": result.status, "error_code": result.error_code, "source": result.source}
+                if result is not None
+                else {"status": "error", "error_code": None}
+            )
+            self.bus.publish(Event(RUN_FINISHED, state.run_id, payload))
+
+    async def aretrieve(
+        self,
+        question: str,
+        role: str | None = None,
+        *,
+        datasource: str | None = None,
+        run_id: str | None = None,
+        context: dict | None = None,
+    ) -> QueryResult:
+        """Routing and schema retrieval only, as a question would run them, with no model call.
+
+        The run is a scope like any question's (``run.started``, ``run.finished``) and closes
+        with an empty result: no SQL, no rows, no answer. ``routing`` holds the router's
+        ranking (None without a router); ``retrieval`` what the planner would be shown for
+        ``datasource`` (None when no datasource is given). Mode retrieval runs this.
+        """
+        role = self._check_role(role)
+        state = _RunState(run_id=run_id or uuid.uuid4().hex, question=question, role=role)
+        self.bus.publish(
+            Event(
+                RUN_STARTED,
+                state.run_id,
+                {"question": question, "role": role, "context": dict(context or {})},
+            )
+        )
+        result: QueryResult | None = None
+        try:
+            if self.router is not None:
+                router = self.router
+                state.routing = list(await self._timed(state, "router", lambda: router(question), thread=True))
+            if datasource is not None:
+                if datasource not in self.registry:
+                    raise ConfigError(f"unknown datasource {datasource!r}; known datasources: {self.registry.ids}")
+                state.datasources = [datasource]
+                await self._schema_for(await self._snapshot(datasource), state)
+            result = state.result("success")
             return result
         finally:
             payload: dict[str, Any] = (

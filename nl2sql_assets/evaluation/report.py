@@ -7,6 +7,7 @@ the benchmark records can always go back to the case level instead of trusting a
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -597,12 +598,21 @@ def _with_reruns(records: Sequence[CaseRecord]) -> list[CaseRecord]:
     return out
 
 
+def _output(record: CaseRecord) -> tuple[str | None, str | None]:
+    """What must repeat across passes: the SQL and rows, or in mode retrieval (which has
+    neither) what was sent and the routing ranking."""
+    if record.mode == "retrieval":
+        sent = None if record.retrieval is None else json.dumps(record.retrieval, sort_keys=True)
+        return sent, None if record.routed is None else ",".join(record.routed)
+    return record.sql, record.rows_sha256
+
+
 def _determinism(scored: Sequence[CaseRecord], passes: int) -> Determinism | None:
     if passes < 2:
         return None
     runs: dict[str, list[tuple[int, tuple[str | None, str | None]]]] = defaultdict(list)
     for record in scored:
-        runs[case_key(record)].append((record.pass_index, (record.sql, record.rows_sha256)))
+        runs[case_key(record)].append((record.pass_index, _output(record)))
     multi = {key: [v for _, v in sorted(values)] for key, values in runs.items() if len(values) > 1}
     if not multi:
         return None
@@ -754,6 +764,13 @@ def to_markdown(board: Board) -> str:
         + ").",
         f"Latency: mean {board.latency.mean:.2f} s, p50 {board.latency.p50:.2f} s, p95 {board.latency.p95:.2f} s.",
     ]
+    if board.retrieval is not None:
+        r = board.retrieval
+        lines.append(f"Retrieval: table recall {percent(r.table_recall)}, column recall {percent(r.column_recall)} "
+                     f"(every table {r.perfect_tables} of {r.cases}, every column {r.perfect_columns} of {r.cases}); "
+                     f"sent {r.tables_sent:.1f} tables and {r.columns_sent:.1f} columns on average.")
+    if board.routing is not None:
+        lines.append(f"Routing: top-1 {rate_cell(board.routing.top1)}, shortlist {rate_cell(board.routing.shortlist)}.")
     if board.determinism is not None:
         d = board.determinism
         lines.append(f"Determinism: {d.deterministic_cases} of {d.total_cases} cases identical across passes.")

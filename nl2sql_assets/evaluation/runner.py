@@ -1,6 +1,6 @@
 """The eval runner: ask every selected case once per role, score it, and build the report.
 
-Two modes live here:
+Three modes live here:
 
 - ``plans`` runs each case's hand-written plan through the real pipeline on the gold LLM
   server (no key, no cost). Case runs go out concurrently, up to
@@ -9,6 +9,11 @@ Two modes live here:
   the cap's promise ("the run passes the cap by at most one case") only holds when the
   cost of every earlier case is known before the next one starts. Running cases
   concurrently would let several unknown costs land past the cap at once.
+- ``retrieval`` runs datasource routing and schema retrieval only, on the local embedder (no
+  key, no model call, no cost): every approved answerable case (and routing case), once per
+  role allowed to read it. The search always runs (``full_snapshot_max_tables`` is 0 for the
+  run), each case is retrieved against the datasource it names, and its query is the question
+  alone. Case runs go one at a time: the embedder already uses both cores.
 
 Every case run gets its own run scope on the engine's bus (``run.started`` carries the
 case in ``context``), then an ``eval.case`` event; the run ends with ``eval.finished``.
@@ -54,6 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PLANS_CONFIG = "plans"
+RETRIEVAL_CONFIG = "retrieval"
 DEFAULT_CONFIG = "default"
 ENGINE_ERROR = "ENGINE_ERROR"  # the engine raised instead of returning a result
 OnCase = Callable[[str, CaseRecord, float], None]
@@ -125,7 +131,7 @@ def build_case_record(
     status, reason = case_status(scores)
     lenient, _ = case_status(scores, lenient=True)
     execution: str | None = None
-    if case.kind != "routing":
+    if case.kind != "routing" and mode != "retrieval":  # mode retrieval executes nothing
         execution, _ = case_status(scores, only=EXECUTION_SCORERS)
     if engine_error:
         status = lenient = "error"
@@ -368,6 +374,38 @@ async def _run_capped(run: _Run, jobs: list[_Job], configs: dict[str, _ConfigRun
     return None
 
 
+async def _run_retrieval(run: _Run, jobs: list[_Job], configs: dict[str, _ConfigRun]) -> None:
+    """Mode retrieval: route and retrieve each case run in its own run scope, one at a time."""
+    for cfg in configs.values():  # load the embedder and every index first: latency is the search alone
+        for hook in (cfg.runtime.router, cfg.runtime.retriever):
+            prepare = getattr(hook, "prepare", None)
+            if callable(prepare):
+                await asyncio.to_thread(prepare)
+    for job in jobs:
+        cfg = configs[job.config]
+        rr = job.rr
+        context = {"case_id": rr.case.id, "suite": rr.suite, "pass": job.pass_index, "config": cfg.name,
+                   "role": rr.role}
+        # A routing case says where a question goes, not what it needs: nothing to retrieve.
+        datasource = rr.case.datasources[0] if rr.case.kind != "routing" else None
+        started = time.perf_counter()
+        try:
+            result = await cfg.runtime.aretrieve(rr.case.question, rr.role, datasource=datasource, context=context)
+            failed = False
+        except Exception as exc:  # a broken index or datasource must not sink the run
+            log.exception("case %s (%s) raised in retrieval", rr.case.id, rr.role)
+            result, failed = _error_result(rr, exc), True
+        latency = time.perf_counter() - started
+        record = _score_and_record(run, job, cfg, result, latency, failed, 0.0, 0)
+        _finish_case(run, job, cfg, record, 0.0)
+
+
+def _retrieval_runs(runs: list[RoleRun]) -> list[RoleRun]:
+    """Mode retrieval's runs: the roles allowed to read an answerable case (or a routing case).
+    A refusal or an unanswerable question has nothing to retrieve."""
+    return [rr for rr in runs if rr.expected == "allowed" and (rr.case.answerable or rr.case.kind == "routing")]
+
+
 # ---------------------------------------------------------------- setting a run up
 
 
@@ -430,6 +468,35 @@ def _check_plans(runs: list[RoleRun]) -> None:
         raise RunRefused(
             f"mode plans needs a hand-written plan for every answerable case; without one: {', '.join(missing)}"
         )
+
+
+def _retrieval_runtime(config: ProjectConfig, engine: Engine) -> tuple[Any, dict[str, Any]]:
+    """Mode retrieval's runtime (the search always runs, no curated answers) and the settings
+    its report keeps. The engine's own retriever and router are used when it has them."""
+    from nl2sql_assets.retrieval.routing import default_hooks
+
+    retriever, router = engine.retriever, engine.router
+    if retriever is None or router is None:
+        default_retriever, default_router = default_hooks(config, engine.registry)
+        retriever = retriever or default_retriever
+        router = router or default_router
+    runtime = engine.derive(retriever=retriever, router=router, curated=False, plan_cache=False,
+                            refusal_names_tables=False, full_snapshot_max_tables=0)
+    r, routing = config.settings.retrieval, config.settings.routing
+    describe = getattr(retriever, "describe", None)
+    described = describe() if callable(describe) else {}
+    settings: dict[str, Any] = {
+        "full_snapshot_max_tables": 0,
+        "k_tables": r.k_tables,
+        "k_columns": r.k_columns,
+        "mmr_lambda": r.mmr_lambda,
+        **{k: v for k, v in described.items() if k not in ("k_tables", "k_columns", "mmr_lambda")},
+        "routing_candidates": routing.candidates,
+        "routing_max_datasources": routing.max_datasources,
+        "query": "the question alone",
+    }
+    settings.setdefault("embedder", type(retriever).__name__)
+    return runtime, settings
 
 
 def _databases(registry: Any, runs: list[RoleRun]) -> list[dict[str, Any]]:
@@ -508,8 +575,8 @@ async def arun_eval(
     from nl2sql_assets.evaluation.suite import suite_digest
 
     started_at = datetime.now(UTC)
-    if mode not in ("full", "plans"):
-        raise RunRefused(f"this runner runs modes full and plans, not {mode!r}")
+    if mode not in ("full", "plans", "retrieval"):
+        raise RunRefused(f"unknown mode {mode!r}: expected full, plans or retrieval")
     evals = config.evals_config
 
     # What to run.
@@ -518,6 +585,10 @@ async def arun_eval(
     if not selected:
         raise SelectionError(f"no approved case in suite(s) {[name for name, _, _ in loaded]}")
     runs, skipped = role_runs(selected, roles, clarify=clarify)
+    if mode == "retrieval":
+        runs = _retrieval_runs(runs)
+        if not runs:
+            raise SelectionError("mode retrieval: no selected case is answerable by a role allowed to read it")
     _check_roles(config, runs)
     n_passes = passes if passes is not None else evals.passes
     if n_passes < 1:
@@ -537,6 +608,10 @@ async def arun_eval(
         from nl2sql_assets.engine.pipeline import Engine
 
         engine = Engine(config, registry=registry, bus=bus if bus is not None else EventBus())
+        if mode != "plans":  # the project's retriever and router (mode plans never reaches them)
+            from nl2sql_assets.retrieval.routing import default_hooks
+
+            engine.retriever, engine.router = default_hooks(config, engine.registry)
     elif bus is not None and engine.bus is not bus:
         raise RunRefused("engine= and bus= disagree: the engine publishes on another bus")
     bus = engine.bus
@@ -547,8 +622,15 @@ async def arun_eval(
     cap: float | None = None
     use_curated = False
     server = None
+    retrieval_settings: dict[str, Any] = {}
     try:
-        if mode == "plans":
+        if mode == "retrieval":
+            if llm is not None:
+                raise RunRefused("llm= is for mode full; mode retrieval calls no model")
+            runtime, retrieval_settings = _retrieval_runtime(config, engine)
+            configs[RETRIEVAL_CONFIG] = _ConfigRun(RETRIEVAL_CONFIG, LLMConfig(), runtime,
+                                                   {"retriever": retrieval_settings["embedder"]})
+        elif mode == "plans":
             if llm is not None:
                 raise RunRefused("llm= is for mode full; mode plans always runs on the gold LLM")
             _check_plans(runs)
@@ -593,7 +675,9 @@ async def arun_eval(
             configs[job.config].planned += 1
         run = _Run(mode=mode, scorers=built, bus=bus, on_case=on_case, records=[None] * len(jobs))
         stopped: str | None = None
-        if mode == "plans":
+        if mode == "retrieval":
+            await _run_retrieval(run, jobs, configs)
+        elif mode == "plans":
             await _run_concurrently(run, jobs, configs, config.settings.max_concurrency)
         else:
             assert cap is not None
@@ -617,7 +701,7 @@ async def arun_eval(
         spent=run.spent,
         stopped=stopped,  # type: ignore[arg-type]
         skipped=skipped * len(pass_list),
-        settings={
+        settings={**retrieval_settings, "pass_numbers": pass_list} if mode == "retrieval" else {
             "plan_cache": config.settings.plan_cache if mode == "plans" else False,
             "max_concurrency": config.settings.max_concurrency if mode == "plans" else 1,
             "retry_budget": config.settings.retry_budget,
@@ -684,7 +768,7 @@ def run_eval(
     engine: Engine | None = None,
     budget: SpendLedger | None = None,
 ) -> EvalReport:
-    """Run the selected cases in mode ``plans`` or ``full`` and return the EvalReport.
+    """Run the selected cases in mode ``plans``, ``full`` or ``retrieval`` and return the EvalReport.
 
     Arguments left None take evals.yaml's value. ``llm`` (mode full) is None (the project's
     own llm section, reported as ``default``), one LLMConfig, or a mapping of names to them;

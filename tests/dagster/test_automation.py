@@ -80,9 +80,10 @@ def test_nightly_schedule_requests_the_key_free_configs_pass_one(demo_project: P
     ctx = dg.build_schedule_context(instance=instance, repository_def=defs.get_repository_def(),
                                     scheduled_execution_time=datetime(2026, 11, 29, 2, tzinfo=UTC))
     requests = list(schedule.evaluate_tick(ctx).run_requests)
-    assert [r.partition_key for r in requests] == ["plans|1"]
-    assert requests[0].run_key == "nightly:2026-11-29:plans:1"
-    assert requests[0].tags["nl2sql/nightly"] == "true"
+    assert [r.partition_key for r in requests] == ["plans|1", "retrieval|1"]
+    assert [r.run_key for r in requests] == ["nightly:2026-11-29:plans:1", "nightly:2026-11-29:retrieval:1"]
+    assert all(r.tags["nl2sql/nightly"] == "true" for r in requests)
+    assert {"plans", "retrieval"} <= set(instance.get_dynamic_partitions("llm_config"))
 
 
 def test_definitions_validate_and_default_statuses(demo_project: Path):

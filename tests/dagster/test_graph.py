@@ -147,3 +147,41 @@ def test_scoreboard_report_file_is_a_loadable_eval_report(demo_project: Path, in
 
     report = EvalReport.model_validate(data)
     assert report.mode == "plans" and report.accuracy == 1.0
+
+
+def test_schema_index_then_a_retrieval_partition_and_its_scoreboard(demo_project: Path, instance):
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    keys = {"/".join(k.path) for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {"schema_index/chinook", "schema_index/support", "schema_index/webanalytics"} <= keys
+    case_runs = defs.resolve_asset_graph().get(dg.AssetKey(["case_runs", "chinook"]))
+    assert dg.AssetKey(["schema_index", "chinook"]) in case_runs.parent_keys
+
+    # datasets_job builds the indexes; a second materialisation reuses them untouched.
+    first = _materialized(_run(defs, "datasets_job", instance))
+    index = first["schema_index/chinook"]
+    assert (index["dimensions"], index["reused"]) == (384, False)
+    assert index["entries"] == 1 + 12 + 11 + 64 + 11  # description, questions, tables, columns, keys
+    path = demo_project / "warehouse" / "schema_index" / "chinook.json"
+    assert index["path"] == str(path) and path.is_file()
+    stamp = path.stat().st_mtime_ns
+    again = _run(defs, "datasets_job", instance)
+    assert _materialized(again)["schema_index/chinook"]["reused"] is True and path.stat().st_mtime_ns == stamp
+
+    register_configs(instance, ["retrieval"])
+    result = _run(defs, "case_runs_job", instance, config_pass_key("retrieval", 1))
+    assert result.success
+    meta = _materialized(result)["case_runs/chinook"]
+    assert meta["mode"] == "retrieval" and meta["errors"] == 0 and meta["cost_usd"] == 0.0
+    assert meta["passed"] + meta["failed"] == 93  # 43 answerable cases x their allowed roles
+    assert meta["table_recall"] > 0.8 and 0.0 <= meta["column_recall"] <= 1.0
+
+    result = _run(defs, "scoreboards_job", instance, "retrieval")
+    assert result.success
+    board = _materialized(result)["scoreboards/chinook"]
+    assert board["case_runs"] == 93 and board["table_recall"] == meta["table_recall"]
+    assert "Retrieval: table recall" in board["board"] and "Routing: top-1" in board["board"]
+    from nl2sql_assets.evaluation.report import EvalReport
+
+    report = EvalReport.model_validate_json(
+        (demo_project / "warehouse" / "reports" / "chinook" / "retrieval.json").read_text(encoding="utf-8"))
+    assert report.mode == "retrieval" and report.settings["k_tables"] == 8

@@ -552,7 +552,9 @@ def test_mode_full_rejects_bad_llm_arguments(project: ProjectConfig) -> None:
         run_eval(project, mode="full", llm={"a|b": LLMConfig()}, max_cost_usd=1)
     with pytest.raises(RunRefused, match="mode plans always runs on the gold LLM"):
         run_eval(project, mode="plans", llm=LLMConfig())
-    with pytest.raises(RunRefused, match="modes full and plans"):
+    with pytest.raises(RunRefused, match="mode retrieval calls no model"):
+        run_eval(project, mode="retrieval", llm=LLMConfig())
+    with pytest.raises(RunRefused, match="expected full, plans or retrieval"):
         run_eval(project, mode="turbo")
 
 

@@ -25,7 +25,8 @@ class UsageError(UserError):
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nl2sql-assets", description=__doc__.splitlines()[0])
-    p.add_argument("--config", default=None, help="path to nl2sql.yaml (default: ./nl2sql.yaml)")
+    p.add_argument("--config", default=None,
+                   help="path to nl2sql.yaml, or the project folder holding it (default: ./nl2sql.yaml)")
     sub = p.add_subparsers(dest="command", required=True)
 
     init = sub.add_parser("init", help="write a working project folder")
@@ -53,12 +54,14 @@ def _parser() -> argparse.ArgumentParser:
     esub = ev.add_subparsers(dest="eval_command", required=True)
 
     run = esub.add_parser("run", help="run the suites and score them")
-    run.add_argument("--suite", action="append", default=None, metavar="PATH")
+    # Selectors take several values after one flag and may repeat (``--cases a --cases b``
+    # runs both): "extend" keeps every value where nargs="+" alone would keep the last flag's.
+    run.add_argument("--suite", action="extend", nargs="+", default=None, metavar="PATH")
     run.add_argument("--mode", choices=["full", "plans", "retrieval"], default="full")
-    run.add_argument("--llm", action="append", default=None, metavar="SPEC",
+    run.add_argument("--llm", action="extend", nargs="+", default=None, metavar="SPEC",
                      help="a preset, a file, or NAME=PRESET|FILE (repeat to compare)")
-    run.add_argument("--cases", nargs="+", default=None, metavar="ID/TAG")
-    run.add_argument("--roles", nargs="+", default=None, metavar="R")
+    run.add_argument("--cases", action="extend", nargs="+", default=None, metavar="ID/TAG")
+    run.add_argument("--roles", action="extend", nargs="+", default=None, metavar="R")
     run.add_argument("--passes", type=int, default=None, metavar="N")
     run.add_argument("--max-cost", type=float, default=None, metavar="USD")
     run.add_argument("--baseline", default=None, metavar="PATH")
@@ -78,7 +81,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config_path(args: argparse.Namespace) -> Path:
-    return Path(args.config) if args.config else Path.cwd() / "nl2sql.yaml"
+    """``--config`` names nl2sql.yaml or the project folder holding it (default: ./nl2sql.yaml)."""
+    path = Path(args.config) if args.config else Path.cwd() / "nl2sql.yaml"
+    return path / "nl2sql.yaml" if path.is_dir() else path
 
 
 def _load_project(args: argparse.Namespace) -> Any:
@@ -105,6 +110,11 @@ def _progress(total: int) -> Any:
 def _cmd_eval_run(args: argparse.Namespace) -> int:
     if args.mode == "full" and "CI" in os.environ:
         raise UsageError("mode full spends money and never runs in CI (the CI variable is set)")
+    if args.baseline and not Path(args.baseline).exists():  # before the run, which may cost money
+        raise UsageError(f"--baseline {args.baseline}: no such file or folder")
+    if args.out and Path(args.out).is_dir():  # checked before the run: never lose a finished run
+        raise UsageError(f"--out {args.out} is a folder; give the report's file name, e.g. "
+                         f"{Path(args.out) / f'eval_{args.mode}.json'}")
     with _load_project(args) as project:
         return _eval_run(args, project)
 
@@ -119,7 +129,13 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
             raise UsageError("--llm applies to mode full only")
         from nl2sql_assets.llm.presets import resolve_llm_spec
 
-        llm = dict(resolve_llm_spec(spec) for spec in args.llm)
+        llm = {}
+        for spec in args.llm:
+            name, section = resolve_llm_spec(spec)
+            if name in llm:  # a second config of one name would silently replace the first
+                raise UsageError(f"--llm {spec}: a config named {name!r} is given twice; "
+                                 "name each with NAME=PRESET|FILE")
+            llm[name] = section
     report = project.evals.run(
         args.suite,
         mode=args.mode,
@@ -313,8 +329,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_configs(args)
         handler = {"run": _cmd_eval_run, "regenerate": _cmd_eval_regenerate, "publish": _cmd_eval_publish}
         return handler[args.eval_command](args)
-    except (UserError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        # Bad input, a missing or damaged database file, an unreadable path: exit 2 with the
+        # message; anything else is a bug and keeps its traceback.
+        from nl2sql_assets.datasources.base import DatasourceError
+
+        if not isinstance(exc, UserError | DatasourceError | OSError):
+            raise
+        # A UserError lists every problem it found (one per line); the others say one thing.
+        message = str(exc).strip() or type(exc).__name__
+        if not isinstance(exc, UserError):
+            message = message.splitlines()[0]
+        print(f"error: {message}", file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -214,6 +214,9 @@ class EvalsConfig(StrictModel):
     passes: Annotated[int, Field(gt=0)] = 1
     gate: GateSettings = Field(default_factory=GateSettings)
 
+    # The file it was read from (None inline in nl2sql.yaml): later errors name it.
+    source: Path | None = Field(default=None, exclude=True)
+
 
 class EvalsRef(StrictModel):
     file: Path
@@ -339,6 +342,7 @@ def load_evals(path: str | Path, environ: Mapping[str, str] | None = None) -> Ev
         raise ConfigError(format_validation_error(exc, path, text)) from None
     base = path.parent
     evals.suites = [p if p.is_absolute() else (base / p) for p in evals.suites]
+    evals.source = path
     return evals
 
 
@@ -359,4 +363,5 @@ def load_config(path: str | Path = "nl2sql.yaml", environ: Mapping[str, str] | N
         config.evals = load_evals(config.resolve(config.evals.file), environ)
     else:
         config.evals.suites = [config.resolve(p) for p in config.evals.suites]
+        config.evals.source = path
     return config

@@ -9,3 +9,23 @@ from __future__ import annotations
 
 class UserError(Exception):
     """Bad input: the message says which file, case or field, and what to do."""
+
+
+def validation_summary(exc: Exception) -> str:
+    """A pydantic ValidationError as one line: the first problem (field and message) and how
+    many more there are, without pydantic's multi-line dump and help links. Any other
+    exception is its own message, first line only."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    problems = errors(include_url=False)
+    if not problems:
+        return str(exc).splitlines()[0]
+    first = problems[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = first["msg"]
+    message = message[:1].lower() + message[1:]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})" if len(problems) > 1 else ""
+    return f"{where}: {message}{more}" if where else f"{message}{more}"

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets import paths
 from nl2sql_assets.engine.result import Usage
-from nl2sql_assets.errors import UserError
+from nl2sql_assets.errors import UserError, validation_summary
 from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.report import (
     Answerability,
@@ -303,7 +303,7 @@ def load_record(path: str | Path) -> BenchmarkRecord:
     except OSError as exc:
         raise RecordError(f"{path}: cannot read the record: {exc}") from exc
     except ValueError as exc:
-        raise RecordError(f"{path}: not a benchmark record: {exc}") from exc
+        raise RecordError(f"{path}: not a benchmark record: {validation_summary(exc)}") from exc
 
 
 def iter_records(folder: str | Path) -> Iterator[tuple[Path, BenchmarkRecord]]:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE, Usage
+from nl2sql_assets.errors import validation_summary
 from nl2sql_assets.evaluation import stats
 from nl2sql_assets.evaluation.case_record import CaseRecord, Verdict
 
@@ -349,7 +350,7 @@ def load_report(path: str | Path) -> EvalReport:
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the report: {exc}") from exc
     except ValueError as exc:
-        raise ValueError(f"{path}: not an eval report: {exc}") from exc
+        raise ValueError(f"{path}: not an eval report: {validation_summary(exc)}") from exc
 
 
 # ---------------------------------------------------------------- building boards

@@ -44,6 +44,7 @@ from nl2sql_assets.evaluation.scorers import (
     CaseRun,
     Score,
     Scorer,
+    ScorerError,
     ScorerRegistry,
     case_status,
     score_run,
@@ -598,9 +599,14 @@ async def arun_eval(
         raise RunRefused(f"pass numbers start at 1, got {pass_list}")
 
     scorer_names = list(scorers) if scorers is not None else list(evals.scorers)
-    built = (scorer_registry or ScorerRegistry.default()).build(
-        scorer_names, mode, configs={"routing": {"max_datasources": config.settings.routing.max_datasources}}
-    )
+    try:
+        built = (scorer_registry or ScorerRegistry.default()).build(
+            scorer_names, mode, configs={"routing": {"max_datasources": config.settings.routing.max_datasources}}
+        )
+    except ScorerError as exc:
+        if scorers is not None or evals.source is None:
+            raise
+        raise ScorerError(f"{evals.source}: scorers: {exc}") from None  # the names came from that file
 
     # The engine every runtime derives from, and the bus they publish on.
     own_engine = engine is None

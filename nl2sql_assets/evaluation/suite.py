@@ -259,7 +259,7 @@ def parse_suite(text: str, path: str | Path, *, allow_stale_rows: bool = False) 
         try:
             data = load_yaml_text(text, path)
         except YamlFileError as exc:
-            raise SuiteError(str(exc)) from None
+            raise SuiteError(_name_the_case(str(exc), text, path, exc.__cause__)) from None
         suite = _validate(data, text, path, allow_stale_rows)
     finally:
         if gc_was_on:
@@ -267,6 +267,28 @@ def parse_suite(text: str, path: str | Path, *, allow_stale_rows: bool = False) 
     suite._path = path
     suite._header = leading_comments(text)
     return suite
+
+
+_CASE_START = re.compile(r"^\s*-\s+id:\s*[\"']?([^\"'\s#]+)")
+
+
+def _name_the_case(message: str, text: str, source: Path, cause: BaseException | None) -> str:
+    """A YAML syntax error with the case it sits in: the last ``- id:`` at or above the line
+    where the broken construct starts (the parser's context mark, else its problem mark)."""
+    mark = getattr(cause, "context_mark", None) or getattr(cause, "problem_mark", None)
+    problem = getattr(cause, "problem_mark", None)
+    if mark is None or problem is None:
+        return message
+    case_id = None
+    for line in reversed(text.splitlines()[: mark.line + 1]):
+        m = _CASE_START.match(line)
+        if m:
+            case_id = m.group(1)
+            break
+    where = f"{source}, line {problem.line + 1}, column {problem.column + 1}: "
+    if case_id is None or not message.startswith(where):
+        return message
+    return f"{where}case {case_id}: {message[len(where):]}"
 
 
 def _validate(data: Any, text: str, source: Path, allow_stale_rows: bool) -> EvalSuite:

@@ -234,6 +234,11 @@ def _record_copy(baseline: Baseline, folder: Path, **changes: Any) -> Path:
     return folder / "benchmarks"
 
 
+def _json_file(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
 EXIT_2_CASES: dict[str, tuple[Callable[[Baseline, Path, pytest.MonkeyPatch], list[Any]], str]] = {
     "missing-baseline": (
         lambda b, t, mp: ["--cases", "chinook_010", "--baseline", t / "no-such-folder"],
@@ -244,9 +249,16 @@ EXIT_2_CASES: dict[str, tuple[Callable[[Baseline, Path, pytest.MonkeyPatch], lis
     "incomparable-suite-digest": (
         lambda b, t, mp: ["--cases", "chinook_010", "--baseline", _record_copy(b, t, **{"dataset.digest": "0" * 64})],
         "not comparable: another suite digest"),
+    "baseline-of-the-wrong-shape": (
+        lambda b, t, mp: ["--cases", "chinook_010", "--baseline", _json_file(t / "base.json", {"scoreboard": {}})],
+        "base.json: not a benchmark record: kind: field required"),
+    "out-is-a-folder": (lambda b, t, mp: ["--cases", "chinook_010", "--out", t], "--out"),
     "unknown-case": (lambda b, t, mp: ["--cases", "no_such_case"], "'no_such_case' match no approved case"),
     "llm-with-plans": (lambda b, t, mp: ["--llm", "gpt-5.4"], "--llm applies to mode full only"),
 }
+
+
+REFUSED_BEFORE_THE_RUN = {"missing-baseline", "out-is-a-folder", "unknown-case", "llm-with-plans"}
 
 
 @pytest.mark.parametrize("name", list(EXIT_2_CASES))
@@ -261,6 +273,9 @@ def test_usage_and_baseline_problems_exit_2(
     assert code == 2, (out, err)
     assert message in err
     assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err  # one line, not a dump
+    if name in REFUSED_BEFORE_THE_RUN:  # nothing was asked (a paid run must not be wasted on a typo)
+        assert not out_file.exists() and "execution accuracy" not in out
 
 
 @pytest.mark.parametrize("value", ["1", "true", "false", ""])
@@ -292,6 +307,16 @@ def test_a_bad_llm_or_an_unpriced_model_exits_2_before_any_call(
     assert not (tmp_path / "r.json").exists()
 
 
+def test_two_llm_configs_of_one_name_exit_2_before_any_call(
+    baseline: Baseline, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    code, _, err = cli("--config", baseline.config, "eval", "run", "--mode", "full", "--llm", "mine=gpt-5.4",
+                       "--llm", "mine=claude-planner", "--max-cost", "1", "--out", tmp_path / "r.json")
+    assert code == 2
+    assert "a config named 'mine' is given twice" in err
+    assert not (tmp_path / "r.json").exists()
+
+
 def test_a_bad_config_path_and_a_packaged_suite_exit_2(
     tmp_path: Path, baseline: Baseline, cli: Callable[..., tuple[int, str, str]]
 ) -> None:
@@ -305,6 +330,61 @@ def test_a_bad_config_path_and_a_packaged_suite_exit_2(
     assert code == 2
     assert "ships with the package" in err and "--allow-packaged" in err
     assert packaged.read_bytes() == before
+
+
+def test_a_missing_or_corrupt_database_exits_2_in_one_line(
+    demo_project: Path, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """A project whose Chinook file is damaged or gone: a one-line error naming the datasource
+    and the file, exit 2, no traceback and no report."""
+    data = demo_project / "data" / "chinook.sqlite"
+    with data.open("r+b") as fh:
+        fh.write(b"not a database!!")  # the SQLite header
+    out_file = tmp_path / "r.json"
+    code, _, err = cli("--config", demo_project / "nl2sql.yaml", "eval", "run", "--mode", "plans",
+                       "--cases", "chinook_001", "--out", out_file)
+    assert code == 2, err
+    assert "datasource 'chinook'" in err and str(data) in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not out_file.exists()
+
+    data.unlink()
+    code, _, err = cli("--config", demo_project / "nl2sql.yaml", "eval", "run", "--mode", "plans",
+                       "--cases", "chinook_001", "--out", out_file)
+    assert code == 2, err
+    assert "datasource 'chinook'" in err and "not found" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_project_folder_as_config_reads_its_nl2sql_yaml(
+    baseline: Baseline, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    out_file = tmp_path / "r.json"
+    code, out, err = cli("--config", baseline.demo, "eval", "run", "--mode", "plans", "--cases", "chinook_010",
+                         "--out", out_file)
+    assert code == 0, err
+    assert "plans: execution accuracy 100.0% (3/3" in out
+
+
+def test_selectors_repeat_and_take_several_values(
+    baseline: Baseline, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """``--cases a --cases b`` runs both (the second flag must not silently replace the first),
+    and ``--suite``, like ``--cases``, takes several values after one flag."""
+    out_file = tmp_path / "r.json"
+    code, _, err = cli("--config", baseline.config, "eval", "run", "--mode", "plans", "--out", out_file,
+                       "--cases", "chinook_001", "--cases", "chinook_010", "--roles", "admin", "--roles", "viewer")
+    assert code == 0, err
+    runs = {(r.case_id, r.role) for r in load_report(out_file).configs["plans"].results}
+    assert runs == {(c, r) for c in ("chinook_001", "chinook_010") for r in ("admin", "viewer")}
+
+    other = tmp_path / "other.yaml"
+    shutil.copy(baseline.demo / "suites" / "chinook.yaml", other)
+    code, _, err = cli("--config", baseline.config, "eval", "run", "--mode", "plans", "--out", out_file,
+                       "--suite", baseline.demo / "suites" / "chinook.yaml", other, "--cases", "chinook_010")
+    assert code == 0, err
+    report = load_report(out_file)
+    assert sorted(s.name for s in report.suites) == ["chinook", "other"]
+    assert len(report.configs["plans"].results) == 6
 
 
 # ================================================================ eval run: exit 3

@@ -246,6 +246,26 @@ def test_missing_or_unreadable_baseline_raises(tmp_path: Path) -> None:
         gate(now, tmp_path / "benchmarks")
 
 
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('{"mode": "plans"}', "not an eval report: run_stamp: field required"),
+        ('{"scoreboard": {}}', "not a benchmark record: kind: field required (and 9 more problems)"),
+        ('{"scoreboard": {}, "kind": "plans", "schema": 3}', "not a benchmark record: schema: "),
+    ],
+)
+def test_a_baseline_of_the_wrong_shape_is_named_in_one_line(tmp_path: Path, text: str, words: str) -> None:
+    """A JSON file that is neither a report nor a record: one line naming the file and the first
+    field wrong, not pydantic's multi-line dump with its help links."""
+    bad = tmp_path / "base.json"
+    bad.write_text(text, encoding="utf-8")
+    with pytest.raises(BaselineError) as caught:
+        gate(report(cases(2), mode="plans"), bad)
+    message = str(caught.value)
+    assert str(bad) in message and words in message
+    assert "\n" not in message and "errors.pydantic.dev" not in message
+
+
 def test_folder_with_only_other_records_raises(tmp_path: Path) -> None:
     for record in records_from_report(report(cases(2), mode="retrieval")):
         write_record(record, tmp_path)

@@ -292,6 +292,20 @@ def test_bad_selections_are_clear_errors(project: ProjectConfig, kwargs: dict[st
         assert isinstance(info.value, SelectionError)
 
 
+def test_an_unknown_scorer_in_evals_yaml_names_the_file_and_field(tmp_path: Path) -> None:
+    from nl2sql_assets.config import load_config
+
+    suite = write_small_suite(tmp_path)
+    (tmp_path / "my_evals.yaml").write_text(f"suites: [{suite.name}]\nscorers: [outcome, routng]\n",
+                                            encoding="utf-8")
+    (tmp_path / "nl2sql.yaml").write_text(
+        f"datasources:\n- {{id: chinook, engine: sqlite, path: {CHINOOK}}}\nevals: {{file: my_evals.yaml}}\n",
+        encoding="utf-8")
+    config = load_config(tmp_path / "nl2sql.yaml")
+    with pytest.raises(ValueError, match=r"my_evals\.yaml: scorers: unknown scorer\(s\) \['routng'\]"):
+        run_eval(config, mode="plans")
+
+
 def test_clarify_runs_are_skipped_and_counted_unless_asked_for(project: ProjectConfig) -> None:
     skipped = run_eval(project, mode="plans", cases=["small_005"])
     assert skipped.skipped == 1 and len(skipped.first_board.results) == 2

@@ -150,7 +150,13 @@ REJECTIONS: list[tuple[str, str, int, list[str]]] = [
         "YAML syntax error",
         HEAD + GOOD.replace("[chinook]", "[chinook"),
         6,
-        ["did not find expected ',' or ']'"],
+        ["did not find expected ',' or ']'", "case a1:"],
+    ),
+    (
+        "YAML syntax error in the second case names that case",
+        HEAD + GOOD + GOOD.replace("a1", "a2").replace("  status: approved", "   status: approved"),
+        13,
+        ["case a2: did not find expected key"],
     ),
 ]
 

@@ -667,6 +667,10 @@ async def arun_eval(
             from nl2sql_assets.llm.prices import check_prices
 
             check_prices(sections, nodes)  # before any call: an unpriced model stops the run here
+            from nl2sql_assets.llm.providers import missing_credentials
+
+            if problems := missing_credentials(sections, nodes):
+                raise RunRefused("no API key for mode full:\n  " + "\n  ".join(problems))
             for name, section in sections.items():
                 runtime = engine.derive(llm=section, curated=use_curated, plan_cache=False, refusal_names_tables=False)
                 generated = (

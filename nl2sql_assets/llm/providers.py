@@ -5,7 +5,12 @@ Some newer models reject ``temperature`` outright (reasoning models); for those 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nl2sql_assets.config import LLMConfig
 
 #: The environment variable litellm reads a provider's key from (and our presets name).
 API_KEY_ENV: dict[str, str] = {
@@ -49,3 +54,26 @@ VERIFIED_MODELS: dict[str, VerifiedModel] = dict(
 def default_temperature(provider: str) -> float | None:
     """The temperature for a model we have not verified: 0, except none for Anthropic."""
     return None if provider == "anthropic" else 0.0
+
+
+def missing_credentials(llm_configs: Mapping[str, LLMConfig], nodes: Sequence[str]) -> list[str]:
+    """One line per (config, node) whose model has no key: neither ``api_key`` in its settings
+    nor the provider's variable in the environment (as litellm looks it up). Checked before a
+    paid run starts, so a missing key costs one clear error instead of a run of failed calls."""
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    missing: dict[tuple[str, str, str], list[str]] = {}  # (config, model, keys) -> nodes
+    for name, section in llm_configs.items():
+        for node in nodes:
+            settings = section.for_node(node)
+            if settings.api_key:
+                continue
+            found = litellm.validate_environment(model=settings.model, api_base=settings.api_base)
+            if not found.get("keys_in_environment", True):
+                wanted = ", ".join(found.get("missing_keys") or []) or "the provider's key"
+                missing.setdefault((name, settings.model, wanted), []).append(node)
+    return [f"config {name!r}: {model} (nodes {', '.join(used)}) needs {wanted}; set it in the environment "
+            "or as api_key in the llm section" for (name, model, wanted), used in missing.items()]

@@ -588,3 +588,14 @@ def test_a_role_the_policy_does_not_define_is_named(tmp_path: Path, project: Pro
     path = write_small_suite(tmp_path, cases, name="roles")
     with pytest.raises(SelectionError, match=r"case 'small_001'.*role 'auditor'.*policy does not define"):
         run_eval(project, mode="plans", suites=[path])
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o", "anthropic/claude-sonnet-5"])
+def test_mode_full_without_a_key_is_refused_before_any_call(project: ProjectConfig, monkeypatch, model: str) -> None:
+    from nl2sql_assets.config import ModelSettings
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    llm = LLMConfig(default=ModelSettings(model=model, api_key=""))
+    with pytest.raises(RunRefused, match=r"(?s)no API key.*nodes resolver, decomposer.*_API_KEY"):
+        run_eval(project, mode="full", llm=llm, max_cost_usd=1)

@@ -92,16 +92,17 @@ def _load_project(args: argparse.Namespace) -> Any:
     return Project.load(_config_path(args))
 
 
-def _progress(total: int) -> Any:
-    """A one-line progress counter on a terminal; nothing when piped."""
+def _progress() -> Any:
+    """A one-line running count of verdicts on a terminal; nothing when piped."""
     if not sys.stderr.isatty():
         return None
-    done = [0]
+    counts = {"pass": 0, "fail": 0, "error": 0, "skip": 0}
 
     def on_case(config: str, record: Any, spent: float) -> None:
-        done[0] += 1
-        mark = {"pass": ".", "fail": "F", "error": "E", "skip": "s"}.get(record.status, "?")
-        sys.stderr.write(f"\r[{config}] {done[0]}/{total or '?'} {mark} spent ${spent:.4f}   ")
+        counts[record.status] = counts.get(record.status, 0) + 1
+        done = sum(counts.values())
+        sys.stderr.write(f"\r[{config}] {done} case runs: {counts['pass']} passed, {counts['fail']} failed, "
+                         f"{counts['error']} errors, spent ${spent:.4f}   ")
         sys.stderr.flush()
 
     return on_case
@@ -144,7 +145,7 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
         roles=args.roles,
         passes=args.passes,
         max_cost_usd=args.max_cost,
-        on_case=_progress(0),
+        on_case=_progress(),
         clarify=args.clarify,
     )
     if sys.stderr.isatty():

@@ -256,4 +256,7 @@ def gate(report: EvalReport, baseline: EvalReport | BenchmarkRecord | str | Path
             regressions.append(
                 f"config {name}: cost per case rose from ${base_cost:.6f} to ${cost:.6f} "
                 f"(+{(cost - base_cost) / base_cost:.1%}, more than +{settings.max_cost_increase:.0%})")
+        elif base_cost == 0 and cost > 0:
+            # Any cost over a free baseline is an unbounded relative rise.
+            regressions.append(f"config {name}: cost per case rose from $0 to ${cost:.6f}")
     return GateResult(ok=not regressions, regressions=regressions, compared=compared)

@@ -81,7 +81,7 @@ def publish(reports: Sequence[Path | str | EvalReport] = (), *, note: str | None
             from_dirs: Iterable[Path | str] = (), root: Path | str) -> PublishResult:
     """Record every config of each report (and of each report JSON in ``from_dirs``) under
     ``root/benchmarks/``, then rewrite ``docs/benchmarks.md`` and the README's results block
-    from every record there."""
+    from every record there. A folder without a README (a demo project) gets no README."""
     root = Path(root)
     result = PublishResult()
     for report in _reports(reports, from_dirs):
@@ -89,7 +89,8 @@ def publish(reports: Sequence[Path | str | EvalReport] = (), *, note: str | None
             result.records.append(write_record(record, root))
     benchmarks_md, readme_text = render_pages(root)
     result.benchmarks_md = _write_if_changed(root / BENCHMARKS_MD, benchmarks_md)
-    result.readme = _write_if_changed(root / README, readme_text)
+    if (root / README).is_file():
+        result.readme = _write_if_changed(root / README, readme_text)
     return result
 
 

@@ -209,7 +209,7 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
         note=note,
         dataset=datasets[0] if len(datasets) == 1 else datasets,
         database=report.databases[0] if len(report.databases) == 1 else list(report.databases),
-        config=ConfigRef(name=config, models=board.models),
+        config=ConfigRef(name=config, models={node: provider_model(m) for node, m in board.models.items()}),
         roles=list(report.roles),
         passes=report.passes,
         curated=report.curated,
@@ -235,6 +235,12 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
         scoreboard=compact_board(board),
         comparator_version=report.comparator_version,
     )
+
+
+def provider_model(model: str) -> str:
+    """A litellm model string as the records write it: ``openai/gpt-5.4`` -> ``openai:gpt-5.4``."""
+    provider, sep, name = model.partition("/")
+    return f"{provider}:{name}" if sep else model
 
 
 # Per-case fields a record leaves out: the plan is in the suite, the models are on the board,

@@ -91,19 +91,33 @@ def merge_metas(metas: list[RunMeta], config_name: str) -> RunMeta:
     })
 
 
+def _series(meta: RunMeta) -> tuple:
+    """What makes passes comparable: the mode, the suites' digests and the schema fingerprints."""
+    return (meta.mode, tuple(sorted(x.digest for x in meta.suites)),
+            tuple(sorted(d.schema_fingerprint for d in meta.databases)))
+
+
 def scoreboard_report(suite_name: str, config_name: str, warehouse: Warehouse) -> EvalReport:
-    """A config's board over every pass stored for it (pass^k and determinism need them all)."""
-    records = warehouse.read_records(suite_name, config_name)
-    metas = [RunMeta.model_validate(m) for m in warehouse.read_metas(suite_name, config_name)]
-    if not records or not metas:
+    """A config's board over every stored pass of the newest series (pass^k and determinism need
+    them all). Passes stored before the suite or the schema changed are left out, and named in
+    ``settings["passes_left_out"]``, rather than mixed into a board they do not belong to."""
+    passes = []
+    for n in warehouse.passes(suite_name, config_name):
+        records, meta = warehouse.read_pass(suite_name, config_name, n)
+        if meta is not None:
+            passes.append((n, records, RunMeta.model_validate(meta)))
+    if not passes:
         raise FileNotFoundError(
             f"no case runs stored for suite {suite_name!r}, config {config_name!r} under {warehouse.root}; "
             "materialise case_runs first"
         )
-    modes = {m.mode for m in metas}
-    if len(modes) != 1:
-        raise ValueError(f"passes of config {config_name!r} ran in different modes: {sorted(modes)}")
-    return build_report(records, merge_metas(metas, config_name))
+    newest = max(passes, key=lambda p: p[2].run_stamp.finished_at)
+    kept = [p for p in passes if _series(p[2]) == _series(newest[2])]
+    left_out = [n for n, _, _ in passes if n not in {k[0] for k in kept}]
+    merged = merge_metas([m for _, _, m in kept], config_name)
+    if left_out:
+        merged = merged.model_copy(update={"settings": {**merged.settings, "passes_left_out": left_out}})
+    return build_report([r for _, records, _ in kept for r in records], merged)
 
 
 def suite_report(suite_name: str, warehouse: Warehouse, configs: list[str] | None = None) -> EvalReport:

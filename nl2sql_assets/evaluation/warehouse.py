@@ -57,17 +57,21 @@ class Warehouse:
         return sorted(p.name.split("=", 1)[1] for p in folder.iterdir() if p.is_dir() and p.name.startswith("config="))
 
     def read_records(self, suite: str, config: str) -> list[CaseRecord]:
-        out: list[CaseRecord] = []
-        for n in self.passes(suite, config):
-            path = self.partition_dir(suite, config) / f"pass={n}.jsonl"
-            with path.open(encoding="utf-8") as fh:
-                out.extend(CaseRecord.model_validate_json(line) for line in fh if line.strip())
-        return out
+        """Every stored pass's records, pass by pass."""
+        return [r for n in self.passes(suite, config) for r in self.read_pass(suite, config, n)[0]]
+
+    def read_pass(self, suite: str, config: str, pass_index: int) -> tuple[list[CaseRecord], dict[str, Any] | None]:
+        """One pass's records and the RunMeta it was stored with (None when it has none)."""
+        folder = self.partition_dir(suite, config)
+        with (folder / f"pass={pass_index}.jsonl").open(encoding="utf-8") as fh:
+            records = [CaseRecord.model_validate_json(line) for line in fh if line.strip()]
+        meta_path = folder / f"pass={pass_index}.meta.json"
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else None
+        return records, meta
 
     def read_metas(self, suite: str, config: str) -> list[dict[str, Any]]:
-        folder = self.partition_dir(suite, config)
-        return [json.loads((folder / f"pass={n}.meta.json").read_text(encoding="utf-8"))
-                for n in self.passes(suite, config) if (folder / f"pass={n}.meta.json").exists()]
+        metas = (self.read_pass(suite, config, n)[1] for n in self.passes(suite, config))
+        return [m for m in metas if m is not None]
 
     def connect(self) -> Any:
         """An in-memory DuckDB connection with a ``case_records`` view over every JSONL file."""

@@ -165,7 +165,9 @@ def test_cost_rise_over_twenty_percent_fails() -> None:
     assert up.compared[0].baseline_cost_per_case == pytest.approx(0.10)
     assert up.compared[0].cost_per_case == pytest.approx(0.125)
     free = report(cases(5), cost=0.0)
-    assert gate(report(cases(5), cost=1.0), free, GateSettings()).ok  # no baseline cost: not checked
+    paid = gate(report(cases(5), cost=1.0), free, GateSettings())
+    assert not paid.ok and "rose from $0 to $1.000000" in paid.regressions[0]  # any cost over free
+    assert gate(report(cases(5), cost=0.0), free, GateSettings()).ok  # free both times
 
 
 # ---------------------------------------------------------------- series breaks

@@ -66,7 +66,7 @@ def test_record_fields_come_from_the_report() -> None:
     assert record.git_commit.startswith("abcdef0") and record.git_dirty is False
     assert record.note == "slim prompts"
     assert record.dataset.name == "chinook" and record.database.datasource_id == "chinook"
-    assert record.config.name == "default" and record.config.models == {"planner": "openai/gpt-x"}
+    assert record.config.name == "default" and record.config.models == {"planner": "openai:gpt-x"}
     m = record.metrics
     assert (m.execution.passed, m.execution.total) == (3, 4)
     assert m.dollars.per_case_usd == pytest.approx(0.02)

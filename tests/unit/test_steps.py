@@ -1,0 +1,39 @@
+"""The plain functions the asset graph runs: a config's scoreboard over its stored passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nl2sql_assets.evaluation.steps import run_meta_of, scoreboard_report
+from nl2sql_assets.evaluation.warehouse import Warehouse
+from tests.unit.test_gate import report
+
+
+def _store(wh: Warehouse, pass_index: int, digest: str, day: int, verdict: str = "pass") -> None:
+    rep = report({"c1": verdict, "c2": "pass"}, mode="plans", digest=digest, day=day)
+    records = [r.model_copy(update={"pass_index": pass_index}) for r in rep.configs["plans"].results]
+    wh.write_pass("s", "plans", pass_index, records, run_meta_of(rep).model_dump(mode="json"))
+
+
+def test_passes_of_one_series_are_merged_with_pass_k(tmp_path: Path):
+    wh = Warehouse(tmp_path)
+    _store(wh, 1, "d1", day=1)
+    _store(wh, 2, "d1", day=2, verdict="fail")
+    board_report = scoreboard_report("s", "plans", wh)
+    board = board_report.configs["plans"]
+    assert board_report.passes == 2
+    assert board.accuracy.execution.total == 4
+    assert board.accuracy.pass_k.execution.passed == 1  # c1 failed one of its two passes
+    assert "passes_left_out" not in board_report.settings
+
+
+def test_passes_stored_before_the_suite_changed_are_left_out_and_named(tmp_path: Path):
+    wh = Warehouse(tmp_path)
+    _store(wh, 1, "new", day=3)
+    _store(wh, 2, "old", day=1, verdict="fail")
+    _store(wh, 3, "old", day=2)
+    board_report = scoreboard_report("s", "plans", wh)
+    assert board_report.passes == 1
+    assert [s.digest for s in board_report.suites] == ["new"]
+    assert board_report.settings["passes_left_out"] == [2, 3]
+    assert board_report.configs["plans"].accuracy.execution.rate == 1.0

@@ -94,3 +94,23 @@ def test_definitions_validate_and_default_statuses(demo_project: Path):
     keys = {"/".join(k.path) for k in defs.resolve_asset_graph().get_all_asset_keys()}
     assert {"case_runs/chinook", "scoreboards/chinook", "eval_report/chinook", "benchmark_records/chinook",
             "suites/chinook", "regenerated_rows/chinook", "demo_datasets", "schema_snapshots/chinook"} <= keys
+
+
+def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path, demo_project: Path):
+    """The shipped instance settings: the llm pool holds two steps, the queue four runs (two LLM-tagged),
+    and case_runs carries the pool and the tag, so backfills and UI launches are capped too."""
+    import shutil
+
+    repo = Path(__file__).resolve().parents[2]
+    shutil.copyfile(repo / "dagster.yaml", tmp_path / "dagster.yaml")
+    with dg.DagsterInstance.from_config(str(tmp_path)) as inst:
+        cfg = inst.get_concurrency_config()
+    assert cfg.pool_config.default_pool_limit == 2
+    assert cfg.run_queue_config.max_concurrent_runs == 4
+    assert cfg.run_queue_config.tag_concurrency_limits == [{"key": "nl2sql/llm", "value": "true", "limit": 2}]
+
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    case_runs = defs.resolve_assets_def(dg.AssetKey(["case_runs", "chinook"]))
+    assert case_runs.op.pool == "llm"
+    assert defs.resolve_job_def("case_runs_job").tags["nl2sql/llm"] == "true"
+    assert case_runs.backfill_policy == dg.BackfillPolicy.multi_run(1)

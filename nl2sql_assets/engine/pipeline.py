@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import re
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import sqlglot
@@ -259,24 +260,9 @@ class Engine:
     ) -> QueryResult:
         role = self._check_role(role)
         state = _RunState(run_id=run_id or uuid.uuid4().hex, question=question, role=role)
-        self.bus.publish(
-            Event(
-                RUN_STARTED,
-                state.run_id,
-                {"question": question, "role": role, "context": dict(context or {})},
-            )
-        )
-        result: QueryResult | None = None
-        try:
-            result = await self._run(state)
-            return result
-        finally:
-            payload: dict[str, Any] = (
-                {"status": result.status, "error_code": result.error_code, "source": result.source}
-                if result is not None
-                else {"status": "error", "error_code": None}
-            )
-            self.bus.publish(Event(RUN_FINISHED, state.run_id, payload))
+        with self._run_scope(state, context) as finished:
+            finished.append(await self._run(state))
+            return finished[0]
 
     async def aretrieve(
         self,
@@ -296,15 +282,7 @@ class Engine:
         """
         role = self._check_role(role)
         state = _RunState(run_id=run_id or uuid.uuid4().hex, question=question, role=role)
-        self.bus.publish(
-            Event(
-                RUN_STARTED,
-                state.run_id,
-                {"question": question, "role": role, "context": dict(context or {})},
-            )
-        )
-        result: QueryResult | None = None
-        try:
+        with self._run_scope(state, context) as finished:
             if self.router is not None:
                 router = self.router
                 state.routing = list(await self._timed(state, "router", lambda: router(question), thread=True))
@@ -313,9 +291,20 @@ class Engine:
                     raise ConfigError(f"unknown datasource {datasource!r}; known datasources: {self.registry.ids}")
                 state.datasources = [datasource]
                 await self._schema_for(await self._snapshot(datasource), state)
-            result = state.result("success")
-            return result
+            finished.append(state.result("success"))
+            return finished[0]
+
+    @contextlib.contextmanager
+    def _run_scope(self, state: _RunState, context: dict | None) -> Iterator[list[QueryResult]]:
+        """One question's scope: ``run.started`` before anything runs, ``run.finished`` with the
+        result's status whatever happens. The body appends its result to the yielded list."""
+        self.bus.publish(Event(RUN_STARTED, state.run_id,
+                               {"question": state.question, "role": state.role, "context": dict(context or {})}))
+        finished: list[QueryResult] = []
+        try:
+            yield finished
         finally:
+            result = finished[0] if finished else None
             payload: dict[str, Any] = (
                 {"status": result.status, "error_code": result.error_code, "source": result.source}
                 if result is not None

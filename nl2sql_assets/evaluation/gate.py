@@ -29,7 +29,7 @@ from nl2sql_assets.evaluation.records import (
 )
 from nl2sql_assets.evaluation.report import Board, EvalReport, case_key, load_report
 
-Measure = Literal["execution", "execution_generated"]
+Measure = Literal["execution", "execution_generated", "status"]  # status: mode retrieval
 
 
 class BaselineError(UserError):
@@ -230,7 +230,8 @@ def gate(report: EvalReport, baseline: EvalReport | BenchmarkRecord | str | Path
             f"no config in common: the run has {', '.join(report.configs) or 'none'}, "
             f"the baseline has {', '.join(base_boards) or 'none'}"))
 
-    measures: list[Measure] = ["execution"]
+    # Mode retrieval executes nothing: its cases are read by their status (recall and routing).
+    measures: list[Measure] = ["status"] if report.mode == "retrieval" else ["execution"]
     if report.mode == "full" and report.curated:
         measures.append("execution_generated")
     allowed = settings.max_regressions if report.mode == "full" else 0

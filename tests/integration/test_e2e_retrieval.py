@@ -125,7 +125,7 @@ def test_cli_mode_retrieval_exits_0_against_the_committed_baseline(
     captured = capsys.readouterr()
     assert code == 0, captured.out + captured.err
     assert "table recall" in captured.out and "routing top-1" in captured.out
-    assert "gate [retrieval/execution]: lost 0 []" in captured.out and "gate: ok" in captured.out
+    assert "gate [retrieval/status]: lost 0 []" in captured.out and "gate: ok" in captured.out
     report = load_report(out_file)
     newest = committed[-1]
     # Same suite, schema and settings as the record: every case keeps its verdict.

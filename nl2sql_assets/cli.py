@@ -297,7 +297,12 @@ def _llm_section_text(spec: str) -> str:
 def _cmd_configs(args: argparse.Namespace) -> int:
     from nl2sql_assets.config import load_config
     from nl2sql_assets.defs.partitions import CONFIGS, register_configs
-    from nl2sql_assets.evaluation.configs import project_configs_dir, resolve_config, validate_config_name
+    from nl2sql_assets.evaluation.configs import (
+        KEY_FREE_CONFIGS,
+        project_configs_dir,
+        resolve_config,
+        validate_config_name,
+    )
 
     with _dagster_instance() as instance:
         if args.configs_command == "list":
@@ -306,6 +311,9 @@ def _cmd_configs(args: argparse.Namespace) -> int:
             return 0
         config = load_config(_config_path(args))
         name = validate_config_name(args.name)
+        if args.llm and name in (*KEY_FREE_CONFIGS, "default"):
+            raise UsageError(f"config name {name!r} is reserved ({', '.join((*KEY_FREE_CONFIGS, 'default'))}); "
+                             "choose another name for an llm section")
         if args.llm:
             target = project_configs_dir(config) / f"{name}.yaml"
             target.parent.mkdir(parents=True, exist_ok=True)

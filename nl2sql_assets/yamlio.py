@@ -35,15 +35,6 @@ def load_yaml_text(text: str, source: str | Path) -> Any:
         raise YamlFileError(f"{source}: {exc}") from exc
 
 
-def load_yaml_file(path: str | Path) -> Any:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise YamlFileError(f"{path}: file not found") from exc
-    return load_yaml_text(text, path)
-
-
 def dump_yaml(data: Any, **kwargs: Any) -> str:
     kwargs.setdefault("sort_keys", False)
     kwargs.setdefault("allow_unicode", True)

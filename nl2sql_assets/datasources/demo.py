@@ -946,7 +946,7 @@ def ensure_demo_data(config: ProjectConfig, *, chinook: Path | None = None) -> d
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main() -> int:
     """``python -m nl2sql_assets.datasources.demo`` rewrites the repository root's config files."""
     for path in write_root_project():
         print(f"wrote {path}")

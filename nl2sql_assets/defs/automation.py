@@ -14,6 +14,7 @@ from typing import Any
 
 import dagster as dg
 
+from nl2sql_assets.defs.evals import LLM_TAG
 from nl2sql_assets.defs.partitions import CONFIGS, config_pass_key, register_configs
 from nl2sql_assets.defs.resources import ProjectResource
 from nl2sql_assets.evaluation.configs import KEY_FREE_CONFIGS
@@ -36,10 +37,11 @@ def build_jobs(suite_names: list[str]) -> dict[str, Any]:
             "datasets_job", selection=datasets,
             description="Demo databases, schema snapshots, suites and regenerated rows (with the drift check)."),
         "case_runs_job": dg.define_asset_job(
-            "case_runs_job", selection=case_runs, tags={"nl2sql/llm": "true"},
+            "case_runs_job", selection=case_runs, tags={LLM_TAG: "true"},
             description="One (config, pass) partition of case runs for every suite."),
         "scoreboards_job": dg.define_asset_job(
-            "scoreboards_job", selection=scoreboards | reports,
+            # Only the partitioned gate runs with a scoreboard; the all-configs one is the sensor's.
+            "scoreboards_job", selection=(scoreboards | reports) - gate_checks,
             description="A config's scoreboards (with the blocking regression gate) and the reports."),
         "benchmark_records_job": dg.define_asset_job(
             "benchmark_records_job", selection=scoreboards | records,

@@ -4,6 +4,7 @@ regression gate as a blocking check, the report across configs, and benchmark re
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -11,7 +12,7 @@ from nl2sql_assets.defs.partitions import CONFIG_X_PASS, CONFIGS
 from nl2sql_assets.defs.resources import ProjectResource
 
 EVALS_GROUP = "evals"
-LLM_TAG = "nl2sql/llm"
+LLM_TAG = "nl2sql/llm"  # the run-queue tag of LLM-heavy jobs (dagster.yaml limits it)
 BUDGET_TAG = "nl2sql/budget_usd"
 
 
@@ -23,7 +24,9 @@ class RecordConfig(dg.Config):
 
 
 def report_path(project: ProjectResource, suite: str, config: str) -> Path:
-    return project.warehouse.root / "reports" / suite / f"{config}.json"
+    from nl2sql_assets.evaluation.steps import scoreboard_path
+
+    return scoreboard_path(project.warehouse, suite, config)
 
 
 def _retrieval_metadata(board) -> dict:
@@ -152,6 +155,8 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                  "|---|---|---|---|---|---|\n" + "\n".join(rows))
         return dg.MaterializeResult(metadata={
             "configs": len(report.configs),
+            "mode": report.mode,
+            "configs_left_out": dg.MetadataValue.json(report.settings.get("configs_left_out", [])),
             "comparison": dg.MetadataValue.md(table),
             "path": dg.MetadataValue.path(str(out)),
         })
@@ -171,6 +176,12 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         from nl2sql_assets.evaluation.report import load_report
 
         path = report_path(project, suite_name, context.partition_key)
+        # The blocking check guards this asset only when both run together: check again here,
+        # so materialising the records alone cannot record a run that regressed.
+        gate = gate_check_result(project, suite_name, [context.partition_key])
+        if not gate.passed and gate.severity == dg.AssetCheckSeverity.ERROR:
+            raise dg.Failure(description=f"not recorded: the regression gate fails: {gate.description}",
+                             metadata=gate.metadata)
         if not config.record:
             return dg.MaterializeResult(metadata={"recorded": False, "hint": dg.MetadataValue.text(
                 "launch with run config {record: true, note: ...} to write a record")})
@@ -185,45 +196,22 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
 
 def gate_check_result(project: ProjectResource, suite_name: str, configs: list[str]) -> dg.AssetCheckResult:
     """Gate each config's stored scoreboard; the flipped cases go into the metadata."""
-    from nl2sql_assets.evaluation.report import load_report
-    from nl2sql_assets.evaluation.steps import gate_against_benchmarks
+    from nl2sql_assets.evaluation.steps import gate_scoreboards
 
     with project.open() as proj:
         settings = proj.config.evals_config.gate
-    lines: list[str] = []
-    lost: dict[str, list[str]] = {}
-    gained: dict[str, list[str]] = {}
-    p_values: dict[str, float] = {}
-    regressed = broken = False
-    for config in configs:
-        path = report_path(project, suite_name, config)
-        if not path.exists():
-            lines.append(f"{config}: no scoreboard yet")
-            continue
-        outcome = gate_against_benchmarks(load_report(path), project.benchmarks, settings)
-        lines.append(f"{config}: {outcome.status}: {outcome.message}")
-        regressed |= outcome.status == "regressed"
-        broken |= outcome.status == "series_break"
-        if outcome.result is not None:
-            for comp in outcome.result.compared:
-                key = f"{config}/{comp.measure}"
-                lost[key], gained[key], p_values[key] = comp.lost, comp.gained, comp.p_value
-    metadata: dict = {
-        "lost": dg.MetadataValue.json(lost),
-        "gained": dg.MetadataValue.json(gained),
-        "lost_count": sum(len(v) for v in lost.values()),
-        "gained_count": sum(len(v) for v in gained.values()),
-        "summary": dg.MetadataValue.md("\n".join(f"- {line}" for line in lines)),
+    summary = gate_scoreboards(suite_name, configs, project.warehouse, project.benchmarks, settings)
+    metadata: dict[str, Any] = {
+        "lost": dg.MetadataValue.json(summary.lost),
+        "gained": dg.MetadataValue.json(summary.gained),
+        "lost_count": sum(len(v) for v in summary.lost.values()),
+        "gained_count": sum(len(v) for v in summary.gained.values()),
+        "summary": dg.MetadataValue.md("\n".join(f"- {line}" for line in summary.lines)),
+        **{f"mcnemar_p[{k}]": v for k, v in summary.p_values.items()},
     }
-    metadata.update({f"mcnemar_p[{k}]": v for k, v in p_values.items()})
-    if regressed:
-        return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata,
-                                   description="; ".join(lines))
-    if broken:
-        # A new series (changed suite or schema) is worth a look but must not block recording it.
-        return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN, metadata=metadata,
-                                   description="; ".join(lines))
-    return dg.AssetCheckResult(passed=True, metadata=metadata, description="; ".join(lines))
+    severity = dg.AssetCheckSeverity.WARN if summary.verdict == "warn" else dg.AssetCheckSeverity.ERROR
+    return dg.AssetCheckResult(passed=summary.verdict == "passed", severity=severity, metadata=metadata,
+                               description="; ".join(summary.lines))
 
 
 def build_gate_all_check(suite_name: str) -> dg.AssetChecksDefinition:

@@ -38,7 +38,8 @@ def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tup
         out.runs[f"{job}[{partition}]" if partition else job] = result.success
         out.ok &= result.success
         for evaluation in result.get_asset_check_evaluations():
-            out.checks[f"{'/'.join(evaluation.asset_key.path)}:{evaluation.check_name}"] = evaluation.passed
+            where = f"[{partition}]" if partition else ""
+            out.checks[f"{'/'.join(evaluation.asset_key.path)}{where}:{evaluation.check_name}"] = evaluation.passed
         return result
 
     execute("datasets_job")

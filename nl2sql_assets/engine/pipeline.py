@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import sqlglot
@@ -54,9 +54,6 @@ from nl2sql_assets.llm.client import LLMCallError, LLMClient
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
 
-#: Timings are reported per node under these names (seconds, summed over retries).
-TIMED_NODES = ("curated", "resolver", "router", "retriever", "decomposer", "planner", "validator", "generator",
-               "executor", "refiner", "synthesizer")  # fmt: skip
 PLAN_CACHE_SIZE = 1024
 
 #: A schema retriever: (question, snapshot) → the tables and columns to show the planner.
@@ -566,13 +563,3 @@ def _curated_readable(
         if not all(access.allows_column(table.name, c.name) for c in table.columns):
             return False
     return True
-
-
-def run_many(engine: Engine, questions: list[tuple[str, str | None]]) -> list[QueryResult]:
-    """Ask several questions concurrently on one event loop (a convenience for scripts)."""
-
-    async def go() -> list[QueryResult]:
-        tasks: list[Awaitable[QueryResult]] = [engine.aask(q, r) for q, r in questions]
-        return list(await asyncio.gather(*tasks))
-
-    return run_sync(go())

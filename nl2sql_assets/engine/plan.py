@@ -28,7 +28,6 @@ AGGREGATES = frozenset({"count", "sum", "avg", "min", "max", "group_concat"})
 SCALAR_FUNCTIONS = frozenset(
     {"lower", "upper", "length", "abs", "round", "coalesce", "substr", "trim", "nullif", "ifnull", "replace"}
 )
-FUNCTIONS = AGGREGATES | SCALAR_FUNCTIONS
 
 FunctionName = Literal[
     "count", "sum", "avg", "min", "max", "group_concat",

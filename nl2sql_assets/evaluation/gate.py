@@ -36,6 +36,10 @@ class BaselineError(UserError):
     """The baseline is missing, unreadable or holds nothing to compare (the CLI exits 2)."""
 
 
+class NoBaselineRecord(BaselineError):
+    """A benchmarks folder holds no record of the run's mode, database and config yet."""
+
+
 class ConfigComparison(BaseModel):
     """One config and measure. Case keys are ``case_id@role``; a key passed only when every
     pass passed. Accuracies here are over case keys, not runs."""
@@ -121,7 +125,7 @@ def _newest_records(report: EvalReport, folder: Path) -> list[BenchmarkRecord]:
             newest.append(matching[-1])  # iter_records is oldest first
     if not newest:
         names = ", ".join(report.configs) or "(none)"
-        raise BaselineError(f"no baseline record for mode {report.mode}, database {db}, "
+        raise NoBaselineRecord(f"no baseline record for mode {report.mode}, database {db}, "
                             f"config {names} under {folder}/")
     return newest
 

@@ -9,7 +9,7 @@ comparable record under ``benchmarks/``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -120,26 +120,35 @@ def scoreboard_report(suite_name: str, config_name: str, warehouse: Warehouse) -
     return build_report([r for _, records, _ in kept for r in records], merged)
 
 
+_MODE_ORDER = ("full", "plans", "retrieval")
+
+
 def suite_report(suite_name: str, warehouse: Warehouse, configs: list[str] | None = None) -> EvalReport:
-    """Every config's board side by side (the report's comparison). Configs must share a mode
-    to be compared; the first config's mode is kept and others are left out."""
+    """Every config's board side by side (the report's comparison). Boards are compared within
+    one mode: the LLM configs (mode full) when there are any, else plans, else retrieval. The
+    configs of other modes are named in ``settings["configs_left_out"]``."""
     names = configs if configs is not None else warehouse.configs(suite_name)
-    boards: list[EvalReport] = [scoreboard_report(suite_name, c, warehouse) for c in names]
+    boards = {name: scoreboard_report(suite_name, name, warehouse) for name in names}
     if not boards:
         raise FileNotFoundError(f"no scoreboards stored for suite {suite_name!r} under {warehouse.root}")
-    mode = boards[0].mode
-    same = [b for b in boards if b.mode == mode]
+    mode = min((b.mode for b in boards.values()), key=_MODE_ORDER.index)
+    same = [b for b in boards.values() if b.mode == mode]
+    left_out = [name for name, b in boards.items() if b.mode != mode]
     records = [r for b in same for board in b.configs.values() for r in board.results]
     metas = [run_meta_of(b) for b in same]
+    settings = dict(metas[0].settings)
+    if left_out:
+        settings["configs_left_out"] = left_out
     merged = metas[0].model_copy(update={
         "configs": {k: v for m in metas for k, v in m.configs.items()},
         "spent": sum(m.spent for m in metas),
         "passes": max(m.passes for m in metas),
+        "settings": settings,
     })
     return build_report(records, merged)
 
 
-GateStatus = Literal["passed", "regressed", "no_baseline", "series_break"]
+GateStatus = Literal["passed", "regressed", "no_baseline", "series_break", "bad_baseline"]
 
 
 @dataclass(frozen=True)
@@ -150,15 +159,62 @@ class GateOutcome:
 
 
 def gate_against_benchmarks(report: EvalReport, benchmarks: Path, settings: GateSettings) -> GateOutcome:
-    """The gate against the newest comparable record; no record yet is not a failure."""
-    from nl2sql_assets.evaluation.gate import BaselineError, gate
+    """The gate against the newest record of the run's mode, database and config. No record
+    yet is not a failure; a record that cannot be read is (the gate must not turn itself off)."""
+    from nl2sql_assets.evaluation.gate import BaselineError, NoBaselineRecord, gate
 
+    if not benchmarks.is_dir():
+        return GateOutcome("no_baseline", f"nothing recorded yet: {benchmarks} does not exist")
     try:
         result = gate(report, benchmarks, settings)
-    except BaselineError as exc:
+    except NoBaselineRecord as exc:
         return GateOutcome("no_baseline", str(exc))
+    except BaselineError as exc:
+        return GateOutcome("bad_baseline", str(exc))
     if result.series_break:
         return GateOutcome("series_break", f"not comparable with the baseline: {result.series_break}", result)
     if not result.ok:
         return GateOutcome("regressed", "; ".join(result.regressions), result)
     return GateOutcome("passed", "no case flipped from pass to fail", result)
+
+
+def scoreboard_path(warehouse: Warehouse, suite_name: str, config_name: str) -> Path:
+    """Where a config's scoreboard report is stored (the gate and the records read it)."""
+    return warehouse.root / "reports" / suite_name / f"{config_name}.json"
+
+
+@dataclass
+class GateSummary:
+    """The gate over several configs' stored scoreboards, ready to show."""
+
+    verdict: Literal["passed", "regressed", "warn"] = "passed"
+    lines: list[str] = field(default_factory=list)
+    lost: dict[str, list[str]] = field(default_factory=dict)  # "config/measure" -> case keys
+    gained: dict[str, list[str]] = field(default_factory=dict)
+    p_values: dict[str, float] = field(default_factory=dict)
+
+
+def gate_scoreboards(suite_name: str, configs: list[str], warehouse: Warehouse, benchmarks: Path,
+                     settings: GateSettings) -> GateSummary:
+    """Gate each config's stored scoreboard. A regression or an unreadable baseline fails; a new
+    series (changed suite or schema) only warns, so recording it is not blocked."""
+    from nl2sql_assets.evaluation.report import load_report
+
+    summary = GateSummary()
+    failed = warned = False
+    for config in configs:
+        path = scoreboard_path(warehouse, suite_name, config)
+        if not path.exists():
+            summary.lines.append(f"{config}: no scoreboard yet")
+            continue
+        outcome = gate_against_benchmarks(load_report(path), benchmarks, settings)
+        summary.lines.append(f"{config}: {outcome.status}: {outcome.message}")
+        failed |= outcome.status in ("regressed", "bad_baseline")
+        warned |= outcome.status == "series_break"
+        if outcome.result is not None:
+            for comp in outcome.result.compared:
+                key = f"{config}/{comp.measure}"
+                summary.lost[key], summary.gained[key] = comp.lost, comp.gained
+                summary.p_values[key] = comp.p_value
+    summary.verdict = "regressed" if failed else "warn" if warned else "passed"
+    return summary

@@ -84,12 +84,6 @@ class LLMCallError(RuntimeError):
         self.call = call
 
 
-class _ParseFailure(Exception):
-    def __init__(self, message: str, content: str) -> None:
-        super().__init__(message)
-        self.content = content
-
-
 def is_transient(exc: BaseException) -> bool:
     """Worth another try: timeouts, connection errors, 429 and 5xx. Auth and bad requests are not."""
     lib = _lib()

@@ -135,6 +135,14 @@ def test_gate_check_fails_on_a_regression_and_stops_benchmark_records(demo_proje
     assert "benchmark_records/chinook" not in _materialized(result)
     assert sorted((demo_project / "benchmarks" / "plans" / "chinook").glob("*.json")) == records
 
+    # Materialised on its own (no blocking check in that run), the records asset gates itself.
+    records_asset = defs.resolve_assets_def(dg.AssetKey(["benchmark_records", "chinook"]))
+    alone = dg.materialize([records_asset], partition_key="plans", instance=instance, raise_on_error=False,
+                           run_config={"ops": {"benchmark_records__chinook": {"config": {"record": True,
+                                                                                          "note": "x"}}}})
+    assert not alone.success
+    assert sorted((demo_project / "benchmarks" / "plans" / "chinook").glob("*.json")) == records
+
 
 def test_scoreboard_report_file_is_a_loadable_eval_report(demo_project: Path, instance):
     defs = build_defs(demo_project / "nl2sql.yaml")

@@ -530,6 +530,10 @@ def test_configs_add_registers_a_partition_and_writes_no_secret(
     code, out, err = cli("--config", config_path, "configs", "list")
     assert code == 0
     assert "my.cfg" in out.split() and "bad|name" not in out
+    for reserved in ("plans", "retrieval", "default"):  # an llm section under these names would never run
+        code, out, err = cli("--config", config_path, "configs", "add", reserved, "--llm", "gpt-5.4")
+        assert code == 2 and "is reserved" in err
+        assert not (demo_project / "configs" / f"{reserved}.yaml").exists()
 
 
 @pytest.mark.parametrize("argv", [["configs", "list"], ["pipeline", "run"]])
@@ -549,6 +553,7 @@ def test_pipeline_run_materialises_the_key_free_evaluation(
     assert code == 0, out + err
     assert "scoreboard chinook/plans: execution accuracy 100.0%" in out
     assert "141 case runs" in out
-    assert "check passed: scoreboards/chinook:regression_gate" in out
+    assert "check passed: scoreboards/chinook[plans]:regression_gate" in out
+    assert "check passed: scoreboards/chinook[retrieval]:regression_gate" in out
     assert "FAILED" not in out
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nl2sql_assets.evaluation.steps import run_meta_of, scoreboard_report
+from nl2sql_assets.config import GateSettings
+from nl2sql_assets.evaluation.records import records_from_report, write_record
+from nl2sql_assets.evaluation.steps import (
+    gate_against_benchmarks,
+    run_meta_of,
+    scoreboard_report,
+    suite_report,
+)
 from nl2sql_assets.evaluation.warehouse import Warehouse
 from tests.unit.test_gate import report
 
@@ -37,3 +44,26 @@ def test_passes_stored_before_the_suite_changed_are_left_out_and_named(tmp_path:
     assert [s.digest for s in board_report.suites] == ["new"]
     assert board_report.settings["passes_left_out"] == [2, 3]
     assert board_report.configs["plans"].accuracy.execution.rate == 1.0
+
+
+def test_the_suite_report_compares_one_mode_and_names_the_configs_left_out(tmp_path: Path):
+    wh = Warehouse(tmp_path)
+    _store(wh, 1, "d1", day=1)  # config plans
+    rep = report({"c1": "pass"}, mode="retrieval", digest="d1", day=1)
+    wh.write_pass("s", "retrieval", 1, rep.configs["retrieval"].results, run_meta_of(rep).model_dump(mode="json"))
+    combined = suite_report("s", wh)
+    assert combined.mode == "plans" and list(combined.configs) == ["plans"]
+    assert combined.settings["configs_left_out"] == ["retrieval"]
+
+
+def test_no_record_yet_passes_but_an_unreadable_record_fails_the_gate(tmp_path: Path):
+    run = report({"c1": "pass"}, mode="plans", day=2)
+    benchmarks = tmp_path / "benchmarks"
+    assert gate_against_benchmarks(run, benchmarks, GateSettings()).status == "no_baseline"
+    for record in records_from_report(report({"c1": "pass"}, mode="plans", day=1)):
+        write_record(record, tmp_path)
+    assert gate_against_benchmarks(run, benchmarks, GateSettings()).status == "passed"
+    folder = next(benchmarks.glob("plans/*"))
+    (folder / "2026-12-01_abcdef0_plans.json").write_text("{broken", encoding="utf-8")
+    outcome = gate_against_benchmarks(run, benchmarks, GateSettings())
+    assert outcome.status == "bad_baseline" and "2026-12-01_abcdef0_plans.json" in outcome.message

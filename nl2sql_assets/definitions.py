@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from dagster import definitions, load_from_defs_folder
+from dagster import Definitions, definitions, load_from_defs_folder
 
 
 @definitions
-def defs():
+def defs() -> Definitions:
     return load_from_defs_folder(path_within_project=Path(__file__).parent)

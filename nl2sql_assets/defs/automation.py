@@ -24,6 +24,7 @@ NIGHTLY_TAG = "nl2sql/nightly"
 
 
 def build_jobs(suite_names: list[str]) -> dict[str, Any]:
+    """The jobs the UI, the CLI and the automation launch, by name."""
     case_runs = dg.AssetSelection.assets(*[dg.AssetKey(["case_runs", s]) for s in suite_names])
     scoreboards = dg.AssetSelection.assets(*[dg.AssetKey(["scoreboards", s]) for s in suite_names])
     reports = dg.AssetSelection.assets(*[dg.AssetKey(["eval_report", s]) for s in suite_names])
@@ -53,6 +54,7 @@ def build_jobs(suite_names: list[str]) -> dict[str, Any]:
 
 
 def build_automation(config_path: Path, jobs: dict[str, Any]) -> list:
+    """The sensors and the nightly schedule, watching the project's ``benchmarks/`` folder."""
     benchmarks = config_path.parent / "benchmarks"
 
     @dg.sensor(job=jobs["regression_gate_job"], minimum_interval_seconds=30,
@@ -87,7 +89,7 @@ def build_automation(config_path: Path, jobs: dict[str, Any]) -> list:
     @dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, monitored_jobs=[jobs["case_runs_job"]],
                           request_job=jobs["scoreboards_job"], default_status=dg.DefaultSensorStatus.RUNNING,
                           description="After the nightly case runs of a config, its scoreboards and the gate.")
-    def scoreboard_after_nightly(context: dg.RunStatusSensorContext):
+    def scoreboard_after_nightly(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
         run = context.dagster_run
         if run.tags.get(NIGHTLY_TAG) != "true":
             return dg.SkipReason("not a nightly run")
@@ -100,7 +102,7 @@ def build_automation(config_path: Path, jobs: dict[str, Any]) -> list:
     @dg.schedule(job=jobs["case_runs_job"], cron_schedule="0 2 * * *", execution_timezone="UTC",
                  default_status=dg.DefaultScheduleStatus.STOPPED,
                  description="Nightly at 02:00 UTC: the key-free configs, pass 1; their scoreboards follow.")
-    def nightly_keyfree(context: dg.ScheduleEvaluationContext):
+    def nightly_keyfree(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
         when: datetime = context.scheduled_execution_time
         day = when.strftime("%Y-%m-%d")
         # The key-free configs are always partitions, even before the config sensor's first tick.

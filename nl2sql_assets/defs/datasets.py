@@ -3,6 +3,7 @@ and their regenerated rows (with a drift check against the suite file on disk)."
 
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -46,7 +47,7 @@ def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
         can_subset=True,
         name="schema_snapshots",
     )
-    def schema_snapshots(context: dg.AssetExecutionContext, project: ProjectResource):
+    def schema_snapshots(context: dg.AssetExecutionContext, project: ProjectResource) -> Iterator[dg.MaterializeResult]:
         with project.open() as proj:
             for key in sorted(context.selected_asset_keys, key=lambda k: k.path[-1]):
                 ds_id = key.path[-1]

@@ -10,6 +10,7 @@ import dagster as dg
 
 from nl2sql_assets.defs.partitions import CONFIG_X_PASS, CONFIGS
 from nl2sql_assets.defs.resources import ProjectResource
+from nl2sql_assets.evaluation.report import Board
 
 EVALS_GROUP = "evals"
 LLM_TAG = "nl2sql/llm"  # the run-queue tag of LLM-heavy jobs (dagster.yaml limits it)
@@ -29,7 +30,7 @@ def report_path(project: ProjectResource, suite: str, config: str) -> Path:
     return scoreboard_path(project.warehouse, suite, config)
 
 
-def _retrieval_metadata(board) -> dict:
+def _retrieval_metadata(board: Board) -> dict[str, Any]:
     """Mode retrieval's numbers (recall, what was sent, routing), for plots in the UI."""
     out: dict = {}
     r = board.retrieval
@@ -43,6 +44,7 @@ def _retrieval_metadata(board) -> dict:
 
 
 def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg.AssetKey] = ()) -> list:
+    """case_runs, scoreboards (with the gate), eval_report and benchmark_records for one suite."""
     case_runs_key = dg.AssetKey(["case_runs", suite_name])
     scoreboard_key = dg.AssetKey(["scoreboards", suite_name])
     report_key = dg.AssetKey(["eval_report", suite_name])

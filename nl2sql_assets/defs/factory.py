@@ -15,6 +15,7 @@ from nl2sql_assets.defs.schema_index import build_schema_index, schema_index_key
 
 
 def build_defs(config_path: str | Path) -> dg.Definitions:
+    """Every asset, check, job, sensor and schedule for the project at ``config_path``."""
     # Two features we rely on on purpose warn on every load: backfill_policy (beta) and a
     # partitioned asset check (preview). Both are pinned by the exact dagster version.
     with warnings.catch_warnings():

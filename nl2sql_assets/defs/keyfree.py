@@ -27,6 +27,7 @@ class KeyFreeRun:
 
 def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tuple[str, ...] = NIGHTLY_CONFIGS,
                 pass_index: int = 1, log_level: str = "WARNING") -> KeyFreeRun:
+    """Run the datasets job, then each config's case runs (one pass) and scoreboards, in-process."""
     defs = build_defs(config_path)
     register_configs(instance, list(configs))
     out = KeyFreeRun(ok=True)

@@ -3,6 +3,7 @@ routing, written under the warehouse where the engine's retriever reads it."""
 
 
 import time
+from collections.abc import Iterator
 
 import dagster as dg
 
@@ -30,7 +31,7 @@ def build_schema_index(config: ProjectConfig) -> dg.AssetsDefinition:
         can_subset=True,
         name="schema_index",
     )
-    def schema_index(context: dg.AssetExecutionContext, project: ProjectResource):
+    def schema_index(context: dg.AssetExecutionContext, project: ProjectResource) -> Iterator[dg.MaterializeResult]:
         from nl2sql_assets.retrieval.index import IndexStore
 
         with project.open() as proj:

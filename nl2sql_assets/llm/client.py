@@ -76,6 +76,12 @@ def declare_free_model(model: str) -> None:
             _register_free(_litellm, model)
 
 
+def _missing_key(lib: Any, model: str, api_base: str | None) -> str:
+    """The environment variables the provider of ``model`` needs and lacks ('' when none)."""
+    found = lib.validate_environment(model=model, api_base=api_base)
+    return "" if found.get("keys_in_environment", True) else ", ".join(found.get("missing_keys") or [])
+
+
 class LLMCallError(RuntimeError):
     """A node's model call failed after its retries; ``call`` is what was recorded."""
 
@@ -208,6 +214,11 @@ class LLMClient:
         """
         settings = self.settings(node)
         lib = _lib()
+        if not settings.api_key and (missing := _missing_key(lib, settings.model, settings.api_base)):
+            # Without a key the provider fails in ways that read like an outage; say what is wrong.
+            message = f"{node}: no API key for {settings.model}: set {missing} or api_key in the llm section"
+            raise LLMCallError(message, LLMCall(node=node, model=settings.model, usage=None, attempts=0,
+                                                error=message))
         kwargs = self._kwargs(settings, output_model, run_id)
         msgs = list(messages)
         max_attempts = 1 + settings.max_retries

@@ -274,3 +274,14 @@ def test_backoff_grows_and_is_capped() -> None:
     assert 0.15 <= backoff_delay(1) <= 0.25
     assert 0.3 <= backoff_delay(2) <= 0.5
     assert backoff_delay(30) <= 5.0 * 1.25
+
+
+def test_a_missing_api_key_is_named_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nl2sql_assets.config import ModelSettings
+    from nl2sql_assets.llm.client import LLMCallError, LLMClient
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = LLMClient(lambda node: ModelSettings(model="openai/gpt-4o", api_key=None, max_retries=2))
+    with pytest.raises(LLMCallError, match="planner: no API key for openai/gpt-4o: set OPENAI_API_KEY") as info:
+        asyncio.run(client.structured("planner", [{"role": "user", "content": "hi"}], ModelSettings))
+    assert info.value.call.attempts == 0 and info.value.call.usage is None

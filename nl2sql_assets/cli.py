@@ -3,6 +3,7 @@
 Exit codes of ``eval run``: 0 finished and nothing regressed; 1 a regression against
 ``--baseline``; 2 a usage error, a refused run, or a missing, unreadable or incomparable
 baseline; 3 the cost cap stopped the run early (the report is partial).
+``eval seed`` exits 2 on a refusal and 3 at the cost cap or the call limit.
 """
 
 from __future__ import annotations
@@ -71,6 +72,13 @@ def _parser() -> argparse.ArgumentParser:
     regen = esub.add_parser("regenerate", help="write rows and alt_rows from each case's SQL")
     regen.add_argument("path")
     regen.add_argument("--allow-packaged", action="store_true")
+
+    seed = esub.add_parser("seed", help="draft unreviewed cases from a datasource's schema (calls a paid model)")
+    seed.add_argument("--datasource", required=True, metavar="ID")
+    seed.add_argument("--out", required=True, metavar="PATH", help="the draft suite to append to")
+    seed.add_argument("--count", type=int, default=20, metavar="N")
+    seed.add_argument("--role", default=None, metavar="R", help="default: policies.default_role")
+    seed.add_argument("--max-cost", type=float, default=None, metavar="USD")
 
     pub = esub.add_parser("publish", help="record reports under benchmarks/ and rebuild the results page")
     pub.add_argument("reports", nargs="*")
@@ -209,6 +217,28 @@ def _cmd_eval_regenerate(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
+def _cmd_eval_seed(args: argparse.Namespace) -> int:
+    if "CI" in os.environ:  # before loading anything: seeding spends money
+        raise UsageError("eval seed calls a paid model and never runs in CI (the CI variable is set)")
+    with _load_project(args) as project:
+        report = project.evals.seed(args.datasource, count=args.count, out=args.out, role=args.role,
+                                    max_cost_usd=args.max_cost)
+    print(f"{report.path}: {report.drafted} draft(s) added ({', '.join(report.case_ids) or 'none'}), "
+          f"{len(report.dropped)} dropped; {report.calls} call(s), spent ${report.spent:.4f}")
+    for dropped in report.dropped:
+        print(f"  dropped {dropped.question!r}: {dropped.reason}", file=sys.stderr)
+    for failure in report.failed_calls:
+        print(f"  failed call: {failure}", file=sys.stderr)
+    if report.stopped == "max_cost":
+        print(f"stopped at the cost cap: spent ${report.spent:.4f}", file=sys.stderr)
+        return EXIT_COST_CAP
+    if report.stopped == "call_limit":
+        print(f"stopped at the call limit ({report.calls} calls) with {report.drafted} of {args.count} drafts",
+              file=sys.stderr)
+        return EXIT_COST_CAP
+    return EXIT_OK
+
+
 def _cmd_eval_publish(args: argparse.Namespace) -> int:
     from nl2sql_assets.evaluation.publish import publish
 
@@ -336,7 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_pipeline(args)
         if args.command == "configs":
             return _cmd_configs(args)
-        handler = {"run": _cmd_eval_run, "regenerate": _cmd_eval_regenerate, "publish": _cmd_eval_publish}
+        handler = {"run": _cmd_eval_run, "regenerate": _cmd_eval_regenerate, "seed": _cmd_eval_seed,
+                   "publish": _cmd_eval_publish}
         return handler[args.eval_command](args)
     except Exception as exc:
         # Bad input, a missing or damaged database file, an unreadable path: exit 2 with the

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from nl2sql_assets.evaluation.gate import GateResult
     from nl2sql_assets.evaluation.regenerate import RegenerateReport
     from nl2sql_assets.evaluation.report import EvalReport
+    from nl2sql_assets.evaluation.seed import SeedReport
     from nl2sql_assets.evaluation.suite import EvalSuite
     from nl2sql_assets.evaluation.warehouse import SpendLedger
 
@@ -80,7 +81,7 @@ class Project:
 
 
 class Evals:
-    """``project.evals``: load, run, gate and regenerate suites."""
+    """``project.evals``: load, run, gate, regenerate and seed suites."""
 
     def __init__(self, project: Project) -> None:
         self._project = project
@@ -145,6 +146,22 @@ class Evals:
         from nl2sql_assets.evaluation.regenerate import regenerate
 
         return regenerate(Path(path), self._project.registry, allow_packaged=allow_packaged)
+
+    def seed(
+        self,
+        datasource_id: str,
+        *,
+        count: int = 20,
+        out: str | Path,
+        role: str | None = None,
+        max_cost_usd: float | None = None,
+        llm: LLMConfig | None = None,
+    ) -> SeedReport:
+        """Draft up to ``count`` unreviewed cases from the datasource's schema as ``role`` sees it."""
+        from nl2sql_assets.evaluation.seed import seed
+
+        return seed(self.config, datasource_id, count=count, out=out, role=role, max_cost_usd=max_cost_usd,
+                    registry=self._project.registry, llm=llm)
 
     def scorers(self) -> list[str]:
         from nl2sql_assets.evaluation.scorers import ScorerRegistry

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from nl2sql_assets.datasources.schema import SchemaSnapshot
+from nl2sql_assets.datasources.values import normalise_rows
 
 
 class QueryOutput(BaseModel):
@@ -23,6 +25,18 @@ class QueryOutput(BaseModel):
     truncated: bool = False
     row_limit: int
     elapsed_ms: float = 0.0
+
+    @classmethod
+    def from_fetch(cls, columns: list[str], fetched: list[Any], limit: int, started: float) -> QueryOutput:
+        """From up to ``limit + 1`` fetched rows: cut at ``limit``, flag the cut, normalise values.
+        ``started`` is the ``time.monotonic()`` of the statement's start."""
+        return cls(
+            columns=columns,
+            rows=normalise_rows(fetched[:limit]),
+            truncated=len(fetched) > limit,
+            row_limit=limit,
+            elapsed_ms=(time.monotonic() - started) * 1000.0,
+        )
 
 
 class DatasourceError(Exception):

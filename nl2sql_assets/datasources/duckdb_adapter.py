@@ -25,7 +25,6 @@ from nl2sql_assets.datasources.base import (
 )
 from nl2sql_assets.datasources.guard import check_read_only
 from nl2sql_assets.datasources.schema import ColumnInfo, ForeignKey, SchemaSnapshot, TableInfo
-from nl2sql_assets.datasources.values import normalise_rows
 
 CONNECT_CONFIG: dict[str, Any] = {
     "threads": 1,  # about 25% faster than the default on small data and 2 cores
@@ -107,14 +106,7 @@ class DuckDBAdapter:
         finally:
             timer.cancel()
             cursor.close()
-        truncated = len(rows) > limit
-        return QueryOutput(
-            columns=columns,
-            rows=normalise_rows(rows[:limit]),
-            truncated=truncated,
-            row_limit=limit,
-            elapsed_ms=(time.monotonic() - started) * 1000.0,
-        )
+        return QueryOutput.from_fetch(columns, rows, limit, started)
 
     def introspect(self) -> SchemaSnapshot:
         cursor = self._cursor()

@@ -22,7 +22,6 @@ from nl2sql_assets.datasources.base import (
 )
 from nl2sql_assets.datasources.guard import check_read_only
 from nl2sql_assets.datasources.schema import ColumnInfo, ForeignKey, SchemaSnapshot, TableInfo
-from nl2sql_assets.datasources.values import normalise_rows
 
 # How many SQLite VM instructions run between deadline checks (a check costs well under a microsecond).
 _PROGRESS_STEPS = 2000
@@ -107,14 +106,7 @@ class SqliteAdapter:
             raise QueryFailed(f"datasource {self.id!r}: {message}") from None
         finally:
             conn.close()
-        truncated = len(rows) > limit
-        return QueryOutput(
-            columns=columns,
-            rows=normalise_rows(rows[:limit]),
-            truncated=truncated,
-            row_limit=limit,
-            elapsed_ms=(time.monotonic() - started) * 1000.0,
-        )
+        return QueryOutput.from_fetch(columns, rows, limit, started)
 
     def introspect(self) -> SchemaSnapshot:
         conn = self._connect()

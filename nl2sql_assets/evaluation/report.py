@@ -75,8 +75,9 @@ def _one_database_as_list(data: Any) -> Any:
     return data
 
 
-class RunMeta(_Model):
-    """Everything about a run that is not a case record; the runner builds it."""
+class RunFacts(_Model):
+    """What a run was, apart from its boards: shared by RunMeta (the runner's input to a
+    report) and EvalReport (the report itself), so the two cannot drift apart."""
 
     mode: Mode
     suites: list[SuiteRef] = Field(default_factory=list)
@@ -90,7 +91,6 @@ class RunMeta(_Model):
     skipped: int = 0
     settings: dict[str, Any] = Field(default_factory=dict)
     databases: list[DatabaseRef] = Field(default_factory=list)
-    configs: dict[str, ConfigMeta] = Field(default_factory=dict)  # in the order to report them
     scorers: list[str] = Field(default_factory=list)
     run_stamp: RunStamp
     comparator_version: int = 1
@@ -103,6 +103,12 @@ class RunMeta(_Model):
     @property
     def database(self) -> DatabaseRef | None:
         return self.databases[0] if self.databases else None
+
+
+class RunMeta(RunFacts):
+    """Everything about a run that is not a case record; the runner builds it."""
+
+    configs: dict[str, ConfigMeta] = Field(default_factory=dict)  # in the order to report them
 
 
 # ---------------------------------------------------------------- the board
@@ -281,33 +287,11 @@ class Comparison(_Model):
 # ---------------------------------------------------------------- the report
 
 
-class EvalReport(_Model):
-    mode: Mode
-    suites: list[SuiteRef] = Field(default_factory=list)
-    roles: list[str] = Field(default_factory=list)
-    passes: int = 1
-    curated: bool = False
-    clarify: bool = False
-    max_cost_usd: float | None = None
-    spent: float = 0.0
-    stopped: Literal["max_cost"] | None = None
-    skipped: int = 0
-    settings: dict[str, Any] = Field(default_factory=dict)
-    databases: list[DatabaseRef] = Field(default_factory=list)
+class EvalReport(RunFacts):
+    """A run's boards, one per config, and their comparison when there are several."""
+
     configs: dict[str, Board] = Field(default_factory=dict)
     comparison: Comparison | None = None
-    scorers: list[str] = Field(default_factory=list)
-    run_stamp: RunStamp
-    comparator_version: int = 1
-
-    @model_validator(mode="before")
-    @classmethod
-    def _accept_database(cls, data: Any) -> Any:
-        return _one_database_as_list(data)
-
-    @property
-    def database(self) -> DatabaseRef | None:
-        return self.databases[0] if self.databases else None
 
     @property
     def first_board(self) -> Board | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from nl2sql_assets.evaluation.configs import resolve_config
-from nl2sql_assets.evaluation.report import ConfigMeta, EvalReport, RunMeta, RunStamp, build_report
+from nl2sql_assets.evaluation.report import ConfigMeta, EvalReport, RunFacts, RunMeta, RunStamp, build_report
 from nl2sql_assets.evaluation.warehouse import Warehouse
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def run_partition(project: Project, suite_path: Path, config_name: str, pass_ind
 
 def run_meta_of(report: EvalReport) -> RunMeta:
     """The RunMeta a report was built from (so passes stored apart can be merged later)."""
-    data = {name: getattr(report, name) for name in RunMeta.model_fields if hasattr(report, name)}
+    data = {name: getattr(report, name) for name in RunFacts.model_fields}
     data["configs"] = {
         name: ConfigMeta(models=board.models, planned_cases=board.planned_cases,
                          completed_cases=board.completed_cases,

@@ -259,23 +259,16 @@ class LLMClient:
                     },
                 ]
                 continue
-            call = LLMCall(
-                node=node,
-                model=settings.model,
-                usage=usage_total,
-                latency_ms=(time.perf_counter() - started) * 1000.0,
-                attempts=attempts,
-            )
-            return parsed, call
-        call = LLMCall(
-            node=node,
-            model=settings.model,
-            usage=usage_total,
-            latency_ms=(time.perf_counter() - started) * 1000.0,
-            attempts=attempts,
-            error=last_error,
-        )
+            return parsed, self._record(node, settings.model, usage_total, started, attempts)
+        call = self._record(node, settings.model, usage_total, started, attempts, error=last_error)
         raise LLMCallError(f"{node}: model call failed after {attempts} attempt(s): {last_error}", call)
+
+    @staticmethod
+    def _record(node: str, model: str, usage: Usage | None, started: float, attempts: int,
+                error: str | None = None) -> LLMCall:
+        """The call as QueryResult keeps it: the node's configured model, usage over all attempts."""
+        return LLMCall(node=node, model=model, usage=usage, latency_ms=(time.perf_counter() - started) * 1000.0,
+                       attempts=attempts, error=error)
 
     @staticmethod
     def _kwargs(settings: ModelSettings, output_model: type[BaseModel], run_id: str | None) -> dict[str, Any]:

@@ -14,14 +14,6 @@ from nl2sql_assets.defs.partitions import CONFIGS, register_configs
 from nl2sql_assets.evaluation.configs import ConfigNameError, validate_config_name
 
 
-@pytest.fixture
-def instance(tmp_path: Path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    with dg.instance_for_test(temp_dir=str(home)) as inst:
-        yield inst
-
-
 @pytest.mark.parametrize("name", ["plans", "gpt-5.4", "gpt-5.4-mini-helpers", "claude_planner", "a.b-c_d"])
 def test_good_config_names(name: str):
     assert validate_config_name(name) == name

@@ -7,18 +7,9 @@ import json
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
 from nl2sql_assets.defs.factory import build_defs
 from nl2sql_assets.defs.partitions import config_pass_key, register_configs
-
-
-@pytest.fixture
-def instance(tmp_path: Path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    with dg.instance_for_test(temp_dir=str(home)) as inst:
-        yield inst
 
 
 def _run(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partition=None, run_config=None):

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nl2sql_assets.llm.calls import LLMCall, Usage  # the LLM client's value types, kept in a result
+
 Status = Literal["success", "error", "needs_clarification"]
 Source = Literal["generated", "verified"]
 
@@ -22,30 +24,6 @@ ROW_BUDGET_EXCEEDED = "ROW_BUDGET_EXCEEDED"
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class Usage(_Model):
-    """Token counts as the provider reported them. Reasoning tokens are part of output."""
-
-    input_tokens: int = 0
-    cached_tokens: int = 0
-    cache_write_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
-
-
-class LLMCall(_Model):
-    """One model call: which node made it, with which configured model, what it used and took."""
-
-    node: str
-    model: str
-    usage: Usage | None = None  # None when the provider reported nothing (a failed call)
-    latency_ms: float = 0.0
-    attempts: int = 1
-    error: str | None = None
 
 
 class ResultSet(_Model):

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nl2sql_assets.engine.result import Usage
 from nl2sql_assets.evaluation.scorers.base import Score
+from nl2sql_assets.llm.calls import Usage
 
 Verdict = Literal["pass", "fail", "error", "skip"]
 

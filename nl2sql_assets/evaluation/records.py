@@ -18,7 +18,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets import paths
-from nl2sql_assets.engine.result import Usage
 from nl2sql_assets.errors import UserError, validation_summary
 from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.report import (
@@ -33,6 +32,7 @@ from nl2sql_assets.evaluation.report import (
     RetrievalSummary,
     RoutingSummary,
 )
+from nl2sql_assets.llm.calls import Usage
 
 RECORD_SCHEMA = 2
 UNKNOWN = "unknown"

@@ -17,10 +17,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nl2sql_assets.atomic import atomic_write
-from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE, Usage
+from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE
 from nl2sql_assets.errors import validation_summary
 from nl2sql_assets.evaluation import stats
 from nl2sql_assets.evaluation.case_record import CaseRecord, Verdict
+from nl2sql_assets.llm.calls import Usage
 
 Mode = Literal["full", "plans", "retrieval"]
 VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "skip")

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from nl2sql_assets.config import ModelSettings
-from nl2sql_assets.engine.result import LLMCall, Usage
+from nl2sql_assets.llm.calls import LLMCall, Usage
 
 T = TypeVar("T", bound=BaseModel)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from nl2sql_assets.config import NODE_NAMES, LLMConfig, PriceRow
-from nl2sql_assets.engine.result import LLMCall, Usage
 from nl2sql_assets.errors import UserError
+from nl2sql_assets.llm.calls import LLMCall, Usage
 
 _OPENAI = "OpenAI pricing page, 2026-09-21"
 _ANTHROPIC = "Anthropic model table, 2026-06-24"

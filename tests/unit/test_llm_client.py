@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from nl2sql_assets.config import ModelSettings
-from nl2sql_assets.engine.result import Usage
+from nl2sql_assets.llm.calls import Usage
 from nl2sql_assets.llm.client import (
     RUN_ID_HEADER,
     LLMCallError,

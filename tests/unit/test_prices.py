@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nl2sql_assets.config import NODE_NAMES, ConfigError, LLMConfig, ModelSettings, PriceRow
-from nl2sql_assets.engine.result import LLMCall, Usage
+from nl2sql_assets.llm.calls import LLMCall, Usage
 from nl2sql_assets.llm.presets import PRESETS_DIR, load_llm_file, model_config, preset_names, resolve_llm_spec
 from nl2sql_assets.llm.prices import (
     PRICES,

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from nl2sql_assets.engine.result import Usage
 from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.report import (
     ConfigMeta,
@@ -21,6 +20,7 @@ from nl2sql_assets.evaluation.report import (
     to_markdown,
 )
 from nl2sql_assets.evaluation.scorers.base import Score
+from nl2sql_assets.llm.calls import Usage
 
 STAMP = RunStamp(started_at=datetime(2026, 3, 1, 9, 30, tzinfo=UTC),
                  finished_at=datetime(2026, 3, 1, 9, 41, tzinfo=UTC),

@@ -5,27 +5,25 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from nl2sql_assets.config import StrictModel
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ColumnInfo(_Model):
+class ColumnInfo(StrictModel):
     name: str
     type: str
     nullable: bool = True
     primary_key: bool = False
 
 
-class ForeignKey(_Model):
+class ForeignKey(StrictModel):
     columns: list[str]
     ref_table: str
     ref_columns: list[str]
 
 
-class TableInfo(_Model):
+class TableInfo(StrictModel):
     name: str
     columns: list[ColumnInfo]
     primary_key: list[str] = Field(default_factory=list)
@@ -36,7 +34,7 @@ class TableInfo(_Model):
         return next((c for c in self.columns if c.name.lower() == low), None)
 
 
-class SchemaSnapshot(_Model):
+class SchemaSnapshot(StrictModel):
     """Tables, columns, types and keys of one datasource, in a stable order."""
 
     datasource_id: str

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from nl2sql_assets.config import StrictModel
 from nl2sql_assets.llm.calls import LLMCall, Usage  # the LLM client's value types, kept in a result
 
 Status = Literal["success", "error", "needs_clarification"]
@@ -22,11 +23,7 @@ LLM_ERROR = "LLM_ERROR"
 ROW_BUDGET_EXCEEDED = "ROW_BUDGET_EXCEEDED"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ResultSet(_Model):
+class ResultSet(StrictModel):
     datasource: str
     sql: str
     columns: list[str]
@@ -34,12 +31,12 @@ class ResultSet(_Model):
     truncated: bool = False
 
 
-class Answer(_Model):
+class Answer(StrictModel):
     summary: str
     content: str = ""
 
 
-class QueryResult(_Model):
+class QueryResult(StrictModel):
     run_id: str
     question: str
     role: str

@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from nl2sql_assets import paths
+from nl2sql_assets.config import StrictModel
 from nl2sql_assets.errors import UserError, validation_summary
 from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.report import (
@@ -43,33 +44,29 @@ class RecordError(UserError, ValueError):
     """A record file that cannot be read or written; the message names the file."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class DatasetRef(_Model):
+class DatasetRef(StrictModel):
     name: str
     digest: str
 
 
-class ConfigRef(_Model):
+class ConfigRef(StrictModel):
     name: str
     models: dict[str, str] = Field(default_factory=dict)  # node -> model, as the run configured it
 
 
-class Dollars(_Model):
+class Dollars(StrictModel):
     total_usd: float
     per_case_usd: float
     unknown_cost_calls: int = 0
 
 
-class FaithfulnessMetric(_Model):
+class FaithfulnessMetric(StrictModel):
     answers: int
     faithful: int
     rate: float
 
 
-class Metrics(_Model):
+class Metrics(StrictModel):
     """The headline numbers; execution accuracy (strict, then lenient) comes first."""
 
     execution: Rate
@@ -87,7 +84,7 @@ class Metrics(_Model):
     routing: RoutingSummary | None = None
 
 
-class BenchmarkRecord(_Model):
+class BenchmarkRecord(StrictModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     schema_version: Literal[2] = Field(default=RECORD_SCHEMA, alias="schema")

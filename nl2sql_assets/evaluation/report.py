@@ -14,9 +14,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from nl2sql_assets.atomic import atomic_write
+from nl2sql_assets.config import StrictModel
 from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE
 from nl2sql_assets.errors import validation_summary
 from nl2sql_assets.evaluation import stats
@@ -27,20 +28,16 @@ Mode = Literal["full", "plans", "retrieval"]
 VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "skip")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
 # ---------------------------------------------------------------- what the runner fills in
 
 
-class SuiteRef(_Model):
+class SuiteRef(StrictModel):
     name: str
     path: str
     digest: str  # SHA-256 of the suite file's LF bytes
 
 
-class DatabaseRef(_Model):
+class DatabaseRef(StrictModel):
     datasource_id: str
     engine: str
     schema_fingerprint: str
@@ -48,14 +45,14 @@ class DatabaseRef(_Model):
     columns: int = 0
 
 
-class ConfigMeta(_Model):
+class ConfigMeta(StrictModel):
     models: dict[str, str] = Field(default_factory=dict)  # node -> provider/model
     planned_cases: int = 0
     completed_cases: int = 0
     unknown_cost_calls: int = 0
 
 
-class RunStamp(_Model):
+class RunStamp(StrictModel):
     """When a run happened and on which code; records copy it, never the clock at publish time."""
 
     started_at: datetime
@@ -76,7 +73,7 @@ def _one_database_as_list(data: Any) -> Any:
     return data
 
 
-class RunFacts(_Model):
+class RunFacts(StrictModel):
     """What a run was, apart from its boards: shared by RunMeta (the runner's input to a
     report) and EvalReport (the report itself), so the two cannot drift apart."""
 
@@ -115,7 +112,7 @@ class RunMeta(RunFacts):
 # ---------------------------------------------------------------- the board
 
 
-class Rate(_Model):
+class Rate(StrictModel):
     """A share with its 95% Wilson interval (``low``/``high``; 0..1 when nothing was counted)."""
 
     passed: int
@@ -132,7 +129,7 @@ class Rate(_Model):
         return cls(passed=passed, total=total, rate=passed / total, low=float(low), high=float(high))
 
 
-class PassK(_Model):
+class PassK(StrictModel):
     """Cases that passed in every one of ``k`` passes (a case with fewer runs than k is left out)."""
 
     k: int
@@ -141,7 +138,7 @@ class PassK(_Model):
     execution: Rate
 
 
-class Accuracy(_Model):
+class Accuracy(StrictModel):
     overall: Rate  # every applicable scorer passed: what users see
     lenient: Rate  # as overall, result_match read leniently
     generated: Rate  # the generated path: the curated-off rerun where there is one
@@ -154,14 +151,14 @@ class Accuracy(_Model):
     generated_by_source: dict[str, Rate] = Field(default_factory=dict)
 
 
-class Summary(_Model):
+class Summary(StrictModel):
     """Verdict counts (keys pass, fail, error, skip) per role and over all roles."""
 
     roles: dict[str, dict[str, int]] = Field(default_factory=dict)
     total: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
 
 
-class ScorerSummary(_Model):
+class ScorerSummary(StrictModel):
     applied: int = 0
     passed: int = 0
     failed: int = 0
@@ -169,7 +166,7 @@ class ScorerSummary(_Model):
     mean: float | None = None  # mean value over the runs it gave a value
 
 
-class RetrievalSummary(_Model):
+class RetrievalSummary(StrictModel):
     cases: int
     table_recall: float
     column_recall: float
@@ -179,7 +176,7 @@ class RetrievalSummary(_Model):
     columns_sent: float
 
 
-class RoutingSummary(_Model):
+class RoutingSummary(StrictModel):
     """Mode retrieval's routing verdicts: top-1 hits and full shortlists."""
 
     cases: int
@@ -187,12 +184,12 @@ class RoutingSummary(_Model):
     shortlist: Rate
 
 
-class Answerability(_Model):
+class Answerability(StrictModel):
     correctly_declined: Rate  # over runs expected unanswerable
     wrongly_declined: Rate  # over runs expected to be answered
 
 
-class Unfaithful(_Model):
+class Unfaithful(StrictModel):
     case: str
     role: str
     pass_index: int = 1
@@ -200,38 +197,38 @@ class Unfaithful(_Model):
     unsupported_entities: list[Any] = Field(default_factory=list)
 
 
-class Faithfulness(_Model):
+class Faithfulness(StrictModel):
     answers: int  # answers written and checked
     faithful: int
     rate: float
     unfaithful: list[Unfaithful] = Field(default_factory=list)
 
 
-class Cost(_Model):
+class Cost(StrictModel):
     total_usd: float = 0.0  # a lower bound when unknown_cost_calls > 0
     per_case_usd: float = 0.0
     unknown_cost_calls: int = 0
 
 
-class Latency(_Model):
+class Latency(StrictModel):
     mean: float = 0.0
     p50: float = 0.0
     p95: float = 0.0
 
 
-class Retries(_Model):
+class Retries(StrictModel):
     total: int = 0
     cases_with_retries: int = 0
 
 
-class Determinism(_Model):
+class Determinism(StrictModel):
     deterministic_cases: int
     total_cases: int
     rate: float
     nondeterministic: list[str] = Field(default_factory=list)
 
 
-class Board(_Model):
+class Board(StrictModel):
     """One config's results. Intervals are taken over the runs scored; with several passes
     the runs of one case are not independent, so they read narrower than they are (pass^k
     counts cases and does not have that problem)."""
@@ -259,7 +256,7 @@ class Board(_Model):
 # ---------------------------------------------------------------- several configs side by side
 
 
-class ConfigHeadline(_Model):
+class ConfigHeadline(StrictModel):
     overall: Rate
     lenient: Rate
     execution: Rate
@@ -268,7 +265,7 @@ class ConfigHeadline(_Model):
     cost_per_case_usd: float
 
 
-class CaseDifferences(_Model):
+class CaseDifferences(StrictModel):
     """Cases (``case_id@role``, passed = every pass passed) that differ from the first config."""
 
     config: str
@@ -279,7 +276,7 @@ class CaseDifferences(_Model):
     p_value: float = 1.0  # McNemar exact, two-sided, on those flips
 
 
-class Comparison(_Model):
+class Comparison(StrictModel):
     reference: str
     headlines: dict[str, ConfigHeadline]
     differences: list[CaseDifferences] = Field(default_factory=list)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nl2sql_assets.config import DatasourceAccess, LLMConfig, ProjectConfig
+from nl2sql_assets.config import DatasourceAccess, LLMConfig, ProjectConfig, StrictModel
 from nl2sql_assets.datasources.schema import ForeignKey, SchemaSnapshot, TableInfo
 from nl2sql_assets.evaluation.runner import RunRefused
 from nl2sql_assets.evaluation.suite import EvalCase, EvalSuite, load_suite, write_suite
@@ -37,7 +37,7 @@ __all__ = ["DroppedDraft", "SeedDraft", "SeedDrafts", "SeedReport", "seed"]
 # ---------------------------------------------------------------- the model's output
 
 
-class SeedDraft(BaseModel):
+class SeedDraft(StrictModel):
     """One drafted case as the model writes it (difficulty is loose: a bad value is dropped, not fatal)."""
 
     question: str
@@ -46,7 +46,7 @@ class SeedDraft(BaseModel):
     difficulty: str | None = None
 
 
-class SeedDrafts(BaseModel):
+class SeedDrafts(StrictModel):
     cases: list[SeedDraft]
 
 

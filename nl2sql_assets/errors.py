@@ -11,6 +11,12 @@ class UserError(Exception):
     """Bad input: the message says which file, case or field, and what to do."""
 
 
+class RunRefused(UserError, RuntimeError):
+    """A run or a seeding cannot start as asked (mode full without a cost cap, a case without a
+    plan in mode plans, an llm section given to a mode that runs no model, a reviewed suite as
+    the target of drafts). Nothing was spent."""
+
+
 def validation_summary(exc: Exception) -> str:
     """A pydantic ValidationError as one line: the first problem (field and message) and how
     many more there are, without pydantic's multi-line dump and help links. Any other

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from nl2sql_assets.config import NODE_NAMES, ConfigError, LLMConfig, PriceRow, ProjectConfig
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, Event, EventBus
 from nl2sql_assets.engine.result import QueryResult
-from nl2sql_assets.errors import UserError
+from nl2sql_assets.errors import RunRefused
 from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.scorers import (
     EXECUTION_SCORERS,
@@ -74,11 +74,6 @@ __all__ = [
     "rows_sha256",
     "run_eval",
 ]
-
-
-class RunRefused(UserError, RuntimeError):
-    """The run cannot start as asked (mode full without a cost cap, a case without a plan in
-    mode plans, an llm section given to a mode that runs no model). Nothing was spent."""
 
 
 # ---------------------------------------------------------------- small pure helpers

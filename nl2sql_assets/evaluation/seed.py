@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets.config import DatasourceAccess, LLMConfig, ProjectConfig, StrictModel
 from nl2sql_assets.datasources.schema import ForeignKey, SchemaSnapshot, TableInfo
-from nl2sql_assets.evaluation.runner import RunRefused
+from nl2sql_assets.errors import RunRefused
 from nl2sql_assets.evaluation.suite import EvalCase, EvalSuite, load_suite, write_suite
 
 if TYPE_CHECKING:

@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from nl2sql_assets.engine.pipeline import Engine
     from nl2sql_assets.evaluation.case_record import CaseRecord
     from nl2sql_assets.evaluation.gate import GateResult
-    from nl2sql_assets.evaluation.regenerate import RegenerateReport
     from nl2sql_assets.evaluation.report import EvalReport
-    from nl2sql_assets.evaluation.seed import SeedReport
     from nl2sql_assets.evaluation.suite import EvalSuite
+    from nl2sql_assets.evaluation.suites.regenerate import RegenerateReport
+    from nl2sql_assets.evaluation.suites.seed import SeedReport
     from nl2sql_assets.evaluation.warehouse import SpendLedger
 
 
@@ -143,7 +143,7 @@ class Evals:
         return gate(report, baseline, self.config.evals_config.gate)
 
     def regenerate(self, path: str | Path, *, allow_packaged: bool = False) -> RegenerateReport:
-        from nl2sql_assets.evaluation.regenerate import regenerate
+        from nl2sql_assets.evaluation.suites.regenerate import regenerate
 
         return regenerate(Path(path), self._project.registry, allow_packaged=allow_packaged)
 
@@ -158,7 +158,7 @@ class Evals:
         llm: LLMConfig | None = None,
     ) -> SeedReport:
         """Draft up to ``count`` unreviewed cases from the datasource's schema as ``role`` sees it."""
-        from nl2sql_assets.evaluation.seed import seed
+        from nl2sql_assets.evaluation.suites.seed import seed
 
         return seed(self.config, datasource_id, count=count, out=out, role=role, max_cost_usd=max_cost_usd,
                     registry=self._project.registry, llm=llm)

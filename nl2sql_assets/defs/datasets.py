@@ -113,7 +113,7 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
               description="The suite with rows regenerated from its SQL, written to the warehouse (the suite "
                           "file itself is changed only by `nl2sql-assets eval regenerate`).")
     def regenerated_rows(project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.regenerate import regenerate
+        from nl2sql_assets.evaluation.suites.regenerate import regenerate
 
         copy = regenerated_copy(project, name)
         copy.parent.mkdir(parents=True, exist_ok=True)

@@ -224,7 +224,7 @@ def test_each_sql_reads_only_tables_and_columns_of_its_datasource(
 def test_the_sql_cases_rows_are_what_regenerate_writes(demo_project: Path, tmp_path: Path) -> None:
     from nl2sql_assets.config import load_config
     from nl2sql_assets.datasources.registry import DatasourceRegistry
-    from nl2sql_assets.evaluation.regenerate import regenerate
+    from nl2sql_assets.evaluation.suites.regenerate import regenerate
 
     copy = tmp_path / "routing.yaml"
     shutil.copyfile(suite_path(), copy)
@@ -239,7 +239,7 @@ def test_regenerate_writes_the_rows_back_when_they_are_missing(demo_project: Pat
     """The committed rows are not typed: blank them and regenerate puts the same ones back."""
     from nl2sql_assets.config import load_config
     from nl2sql_assets.datasources.registry import DatasourceRegistry
-    from nl2sql_assets.evaluation.regenerate import regenerate
+    from nl2sql_assets.evaluation.suites.regenerate import regenerate
 
     committed = load_suite(suite_path())
     blanked = [c.model_copy(update={"rows": []}) if c.sql is not None else c for c in committed.cases]

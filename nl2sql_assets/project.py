@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from nl2sql_assets.evaluation.case_record import CaseRecord
     from nl2sql_assets.evaluation.gate import GateResult
     from nl2sql_assets.evaluation.report import EvalReport
-    from nl2sql_assets.evaluation.suite import EvalSuite
+    from nl2sql_assets.evaluation.suites import EvalSuite
     from nl2sql_assets.evaluation.suites.regenerate import RegenerateReport
     from nl2sql_assets.evaluation.suites.seed import SeedReport
     from nl2sql_assets.evaluation.warehouse import SpendLedger
@@ -92,7 +92,7 @@ class Evals:
 
     def load(self, path: str | Path | None = None) -> list[EvalSuite]:
         """The suites evals.yaml names, or the one file at ``path``."""
-        from nl2sql_assets.evaluation.suite import load_suite
+        from nl2sql_assets.evaluation.suites import load_suite
 
         paths = [Path(path)] if path is not None else list(self.config.evals_config.suites)
         return [load_suite(p) for p in paths]

@@ -35,6 +35,11 @@ def load_yaml_text(text: str, source: str | Path) -> Any:
         raise YamlFileError(f"{source}: {exc}") from exc
 
 
+def safe_load(text: str) -> Any:
+    """``text`` read by the safe (C) loader; a syntax error raises yaml's own error."""
+    return yaml.load(text, Loader=_Loader)
+
+
 def dump_yaml(data: Any, **kwargs: Any) -> str:
     kwargs.setdefault("sort_keys", False)
     kwargs.setdefault("allow_unicode", True)

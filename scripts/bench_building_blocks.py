@@ -134,7 +134,7 @@ def bench_demo(chinook: Path, tmp: Path, repeat: int) -> list[Row]:
 
 def _synthetic(cases: Sequence[Any], n: int, rows: int | None) -> Any:
     """``n`` cases cycled from ``cases`` with fresh ids (and ``rows`` rows each, when given)."""
-    from nl2sql_assets.evaluation.suite import EvalSuite
+    from nl2sql_assets.evaluation.suites import EvalSuite
 
     out = []
     for i in range(n):
@@ -147,7 +147,7 @@ def _synthetic(cases: Sequence[Any], n: int, rows: int | None) -> Any:
 
 
 def bench_suite(tmp: Path, repeat: int, huge_repeat: int) -> list[Row]:
-    from nl2sql_assets.evaluation.suite import load_suite, write_suite
+    from nl2sql_assets.evaluation.suites import load_suite, write_suite
 
     chinook = load_suite(ROOT / "suites" / "chinook.yaml")
     answerable = [c for c in chinook.cases if c.rows is not None]
@@ -170,7 +170,7 @@ def bench_suite(tmp: Path, repeat: int, huge_repeat: int) -> list[Row]:
 
 
 def _chinook_plans() -> list[Any]:
-    from nl2sql_assets.evaluation.suite import load_suite
+    from nl2sql_assets.evaluation.suites import load_suite
 
     return [c for c in load_suite(ROOT / "suites" / "chinook.yaml").cases if c.plan is not None]
 

@@ -82,7 +82,7 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
     @dg.asset(key=suite_key, group_name=SUITES_GROUP, kinds={"yaml"},
               description=f"The validated suite {path.name}: reviewed cases and what each role should get.")
     def suite_asset() -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.suite import load_suite, suite_digest
+        from nl2sql_assets.evaluation.suites import load_suite, suite_digest
 
         suite = load_suite(path)
         by_status: dict[str, int] = {}
@@ -134,7 +134,7 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
     @dg.asset_check(asset=rows_key, name="suite_file_is_regenerated", blocking=False,
                     description="The suite file on disk is exactly what regenerate writes (no stale rows).")
     def suite_file_is_regenerated(project: ProjectResource) -> dg.AssetCheckResult:
-        from nl2sql_assets.evaluation.suite import load_suite
+        from nl2sql_assets.evaluation.suites import load_suite
 
         copy = regenerated_copy(project, name)
         if not copy.exists():

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from nl2sql_assets.config import LLMConfig, ModelSettings
 from nl2sql_assets.engine.events import RUN_FINISHED, RUN_STARTED, Event, EventBus
-from nl2sql_assets.evaluation.suite import EvalCase
+from nl2sql_assets.evaluation.suites import EvalCase
 from nl2sql_assets.llm.client import RUN_ID_HEADER, declare_free_model
 
 GOLD_MODEL = "openai/gold-plans"

@@ -54,7 +54,7 @@ from nl2sql_assets.evaluation.selection import RoleRun, SelectionError, role_run
 if TYPE_CHECKING:
     from nl2sql_assets.engine.pipeline import Engine
     from nl2sql_assets.evaluation.report import EvalReport, RunMeta
-    from nl2sql_assets.evaluation.suite import EvalSuite
+    from nl2sql_assets.evaluation.suites import EvalSuite
     from nl2sql_assets.evaluation.warehouse import SpendLedger
 
 log = logging.getLogger(__name__)
@@ -406,7 +406,7 @@ def _retrieval_runs(runs: list[RoleRun]) -> list[RoleRun]:
 
 
 def _load_suites(config: ProjectConfig, suites: Sequence[str | Path] | None) -> list[tuple[str, Path, EvalSuite]]:
-    from nl2sql_assets.evaluation.suite import load_suite
+    from nl2sql_assets.evaluation.suites import load_suite
 
     paths = list(suites) if suites is not None else list(config.evals_config.suites)
     if not paths:
@@ -568,7 +568,7 @@ async def arun_eval(
     from nl2sql_assets.evaluation.evaluator import COMPARATOR_VERSION
     from nl2sql_assets.evaluation.records import git_info
     from nl2sql_assets.evaluation.report import RunMeta, build_report
-    from nl2sql_assets.evaluation.suite import suite_digest
+    from nl2sql_assets.evaluation.suites import suite_digest
 
     started_at = datetime.now(UTC)
     if mode not in ("full", "plans", "retrieval"):

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from nl2sql_assets.errors import UserError
-from nl2sql_assets.evaluation.suite import EvalCase, EvalSuite, Outcome
+from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, Outcome
 
 
 class SelectionError(UserError, ValueError):

@@ -32,7 +32,7 @@ def test_datasets_job_materialises_snapshots_suites_and_regenerated_rows(demo_pr
             "schema_snapshots/webanalytics", "suites/chinook", "regenerated_rows/chinook"} <= set(mats)
 
     from nl2sql_assets.datasources.registry import DatasourceRegistry
-    from nl2sql_assets.evaluation.suite import suite_digest
+    from nl2sql_assets.evaluation.suites import suite_digest
     from nl2sql_assets.project import Project
 
     project = Project.load(demo_project / "nl2sql.yaml")

@@ -29,7 +29,7 @@ from nl2sql_assets.evaluation import gold_llm
 from nl2sql_assets.evaluation.configs import resolve_config
 from nl2sql_assets.evaluation.records import iter_records, load_record
 from nl2sql_assets.evaluation.report import load_report
-from nl2sql_assets.evaluation.suite import EvalCase, load_suite
+from nl2sql_assets.evaluation.suites import EvalCase, load_suite
 from nl2sql_assets.project import Project
 from nl2sql_assets.yamlio import dump_yaml
 

@@ -22,7 +22,7 @@ from nl2sql_assets.datasources.registry import DatasourceRegistry
 from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.gold_llm import ANSWERS, GoldLLMServer
 from nl2sql_assets.evaluation.report import EvalReport
-from nl2sql_assets.evaluation.suite import EvalCase, load_suite
+from nl2sql_assets.evaluation.suites import EvalCase, load_suite
 from nl2sql_assets.llm.prices import UnknownPriceError
 
 # chinook_010: every role allowed (one count); chinook_007: admin allowed, the others refused;

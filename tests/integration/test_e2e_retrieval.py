@@ -21,7 +21,7 @@ from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, RUN_FINISHED, 
 from nl2sql_assets.evaluation import gold_llm
 from nl2sql_assets.evaluation.records import iter_records
 from nl2sql_assets.evaluation.report import load_report
-from nl2sql_assets.evaluation.suite import load_suite
+from nl2sql_assets.evaluation.suites import load_suite
 
 REPO = paths.repo_root() or Path(__file__).resolve().parents[2]
 

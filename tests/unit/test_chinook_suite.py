@@ -28,7 +28,7 @@ from nl2sql_assets.datasources.chinook_questions import CHINOOK_QUESTIONS
 from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.engine.sqlgen import generate_sql
 from nl2sql_assets.engine.validator import tables_read
-from nl2sql_assets.evaluation.suite import EvalCase, EvalSuite, load_suite
+from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, load_suite
 from nl2sql_assets.paths import chinook_suite_path, repo_root
 
 # ---------------------------------------------------------------- the rules of the suite

@@ -13,7 +13,7 @@ from nl2sql_assets.engine.events import RUN_FINISHED, RUN_STARTED, Event, EventB
 from nl2sql_assets.engine.nodes import DatasourceSelection, Decomposition, PlanRepair, SynthesizedAnswer
 from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.evaluation.gold_llm import FIXED_ANSWER, GoldLLMServer, rows_sentence
-from nl2sql_assets.evaluation.suite import EvalCase
+from nl2sql_assets.evaluation.suites import EvalCase
 from nl2sql_assets.llm.client import RUN_ID_HEADER, LLMClient
 
 ARTISTS = EvalCase.model_validate(

@@ -38,7 +38,7 @@ from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.engine.result import SECURITY_VIOLATION
 from nl2sql_assets.engine.sqlgen import generate_sql
 from nl2sql_assets.engine.validator import columns_read, tables_read, validate_plan
-from nl2sql_assets.evaluation.suite import EvalSuite, SuiteError, dump_suite, load_suite
+from nl2sql_assets.evaluation.suites import EvalSuite, SuiteError, dump_suite, load_suite
 from nl2sql_assets.paths import packaged_suites_dir
 
 # ---------------------------------------------------------------- the rules of the suite

@@ -25,7 +25,7 @@ from nl2sql_assets.engine.result import (
 )
 from nl2sql_assets.engine.validator import GENERIC_REFUSAL
 from nl2sql_assets.evaluation.gold_llm import FIXED_ANSWER, GoldLLMServer
-from nl2sql_assets.evaluation.suite import EvalCase
+from nl2sql_assets.evaluation.suites import EvalCase
 
 VIEWER_TABLES = ["Album", "Artist", "Genre", "MediaType", "Playlist", "PlaylistTrack", "Track"]
 

@@ -11,7 +11,7 @@ import pytest
 from nl2sql_assets import paths
 from nl2sql_assets.config import DatasourceConfig
 from nl2sql_assets.datasources.registry import DatasourceRegistry
-from nl2sql_assets.evaluation.suite import SuiteError, load_suite
+from nl2sql_assets.evaluation.suites import SuiteError, load_suite
 from nl2sql_assets.evaluation.suites.regenerate import PackagedSuiteError, RegenerateReport, regenerate
 
 

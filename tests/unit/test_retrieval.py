@@ -14,7 +14,7 @@ import pytest
 
 from nl2sql_assets.config import ProjectConfig, RetrievalSettings
 from nl2sql_assets.datasources.schema import ColumnInfo, ForeignKey, SchemaSnapshot, TableInfo
-from nl2sql_assets.evaluation.suite import EvalCase
+from nl2sql_assets.evaluation.suites import EvalCase
 from nl2sql_assets.project import Project
 from nl2sql_assets.retrieval import embedder as embedder_module
 from nl2sql_assets.retrieval.embedder import (
@@ -305,7 +305,7 @@ def test_the_project_engine_has_the_retriever_and_router(demo_template: Path) ->
 
 
 def test_mode_retrieval_runs_routing_cases_and_leaves_out_refusals(demo_project: Path) -> None:
-    from nl2sql_assets.evaluation.suite import EvalSuite, load_suite, write_suite
+    from nl2sql_assets.evaluation.suites import EvalSuite, load_suite, write_suite
 
     chinook = {c.id: c for c in load_suite(demo_project / "suites" / "chinook.yaml").cases}
     routing_case = EvalCase(

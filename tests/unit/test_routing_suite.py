@@ -27,7 +27,7 @@ from nl2sql_assets.datasources.demo import (
     evals_config_data,
     project_config_data,
 )
-from nl2sql_assets.evaluation.suite import EvalCase, EvalSuite, dump_suite, load_suite
+from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, dump_suite, load_suite
 from nl2sql_assets.paths import chinook_suite_path, packaged_suites_dir
 
 DEMO_DATASOURCES = {"chinook", "support", "webanalytics"}

@@ -15,7 +15,7 @@ from nl2sql_assets.config import (
     ProjectConfig,
     RolePolicy,
 )
-from nl2sql_assets.evaluation.suite import EvalCase, EvalSuite, write_suite
+from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, write_suite
 
 CHINOOK = Path(os.environ.get("NL2SQL_CHINOOK", "/work/shared/datasets/chinook.sqlite"))
 
@@ -198,7 +198,7 @@ from nl2sql_assets.evaluation.gold_llm import GoldLLMServer  # noqa: E402
 from nl2sql_assets.evaluation.runner import RunRefused, rows_sha256, run_eval  # noqa: E402
 from nl2sql_assets.evaluation.scorers import NoConfig, Score, ScorerRegistry  # noqa: E402
 from nl2sql_assets.evaluation.selection import SelectionError  # noqa: E402
-from nl2sql_assets.evaluation.suite import suite_digest  # noqa: E402
+from nl2sql_assets.evaluation.suites import suite_digest  # noqa: E402
 from nl2sql_assets.llm.prices import UnknownPriceError  # noqa: E402
 
 ROLE_RUNS = 14  # 3 + 3 + 3 + 3 + 2: small_005's viewer run expects clarify and is skipped

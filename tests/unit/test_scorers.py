@@ -31,7 +31,7 @@ from nl2sql_assets.evaluation.scorers import (
     case_status,
     score_run,
 )
-from nl2sql_assets.evaluation.suite import EvalCase
+from nl2sql_assets.evaluation.suites import EvalCase
 
 # ---------------------------------------------------------------- building blocks
 

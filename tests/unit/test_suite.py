@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from nl2sql_assets import atomic as atomic_mod
 from nl2sql_assets.engine.plan import PlanModel
-from nl2sql_assets.evaluation.suite import (
+from nl2sql_assets.evaluation.suites import (
     EvalCase,
     EvalSuite,
     SuiteError,

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets.engine.result import QueryResult
-from nl2sql_assets.evaluation.suite import EvalCase, Outcome
+from nl2sql_assets.evaluation.suites import EvalCase, Outcome
 
 INTERFACE_VERSION = 1
 Mode = Literal["full", "plans", "retrieval"]

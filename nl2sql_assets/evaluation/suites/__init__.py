@@ -1,1 +1,51 @@
-"""Suites: the reviewed cases, their files, and the tools that write them (regenerate, seed)."""
+"""Suites: the reviewed cases (the model), their files (loader and writer), and the two tools that
+write them: ``regenerate`` (rows from the reviewed SQL) and ``seed`` (draft cases from a schema)."""
+
+from nl2sql_assets.evaluation.suites.loader import (
+    SuiteError,
+    leading_comments,
+    load_suite,
+    parse_suite,
+    suite_digest,
+)
+from nl2sql_assets.evaluation.suites.model import (
+    CaseKind,
+    CaseStatus,
+    Difficulty,
+    EvalCase,
+    EvalSuite,
+    Origin,
+    Outcome,
+)
+from nl2sql_assets.evaluation.suites.regenerate import (
+    PackagedSuiteError,
+    RegenerateFailure,
+    RegenerateReport,
+    regenerate,
+)
+from nl2sql_assets.evaluation.suites.seed import DroppedDraft, SeedReport, seed
+from nl2sql_assets.evaluation.suites.writer import dump_suite, write_suite
+
+__all__ = [
+    "CaseKind",
+    "CaseStatus",
+    "Difficulty",
+    "DroppedDraft",
+    "EvalCase",
+    "EvalSuite",
+    "Origin",
+    "Outcome",
+    "PackagedSuiteError",
+    "RegenerateFailure",
+    "RegenerateReport",
+    "SeedReport",
+    "SuiteError",
+    "dump_suite",
+    "leading_comments",
+    "load_suite",
+    "parse_suite",
+    "regenerate",
+    "seed",
+    "suite_digest",
+    "write_suite",
+]

@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from nl2sql_assets import paths
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.datasources.base import DatasourceAdapter, DatasourceError
-from nl2sql_assets.evaluation.suite import EvalCase, SuiteError, dump_suite, load_suite
+from nl2sql_assets.evaluation.suites.loader import SuiteError, load_suite
+from nl2sql_assets.evaluation.suites.model import EvalCase
+from nl2sql_assets.evaluation.suites.writer import dump_suite
 
 Rows = list[dict[str, Any]]
 

@@ -22,7 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from nl2sql_assets.config import DatasourceAccess, LLMConfig, ProjectConfig, StrictModel
 from nl2sql_assets.datasources.schema import ForeignKey, SchemaSnapshot, TableInfo
 from nl2sql_assets.errors import RunRefused
-from nl2sql_assets.evaluation.suite import EvalCase, EvalSuite, load_suite, write_suite
+from nl2sql_assets.evaluation.suites.loader import load_suite
+from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite
+from nl2sql_assets.evaluation.suites.writer import write_suite
 
 if TYPE_CHECKING:
     from nl2sql_assets.datasources.registry import DatasourceRegistry

@@ -1,0 +1,313 @@
+"""Writing a suite file, beside its reader: ``write_suite`` and ``dump_suite``.
+
+The file layout ``write_suite`` produces (canonical, so a rewrite of an unchanged suite is
+byte for byte the same file and a diff shows only what really changed)::
+
+    # the leading comment block of the file is kept as it is
+    version: 1
+    cases:
+
+    - id: chinook_001
+      question: How many customers do we have, by country?
+      datasources: [chinook]
+      status: approved
+      origin: hand
+      difficulty: easy
+      tags: [aggregation, rbac-denial]
+      outcome: {admin: allowed, analyst: allowed, viewer: refused}
+      tables: [Customer]
+      columns: [Customer.Country, Customer.CustomerId]
+      order_matters: false
+      sql: |
+        SELECT Country, COUNT(CustomerId) AS customer_count
+        FROM Customer GROUP BY Country
+      rows:
+      - {Country: USA, customer_count: 13}
+      alt_sql:
+      - |
+        SELECT ...
+      alt_rows:
+      - - {Country: USA, n: 13}
+      plan:
+        select:
+        - {expr: {kind: column, name: Country}}
+        from: {name: Customer}
+
+- Keys come in the order above; ``kind`` is written only when it is not ``answer``;
+  ``difficulty``, ``paraphrase_group``, ``sql``, ``rows`` and ``plan`` only when set; lists
+  (``tags``, ``tables``, ``columns``, ``alt_sql``, ``alt_rows``) only when not empty;
+  ``order_matters`` when the case has ``sql`` or the flag is on. ``id``, ``question``,
+  ``datasources``, ``status``, ``origin`` and ``outcome`` are always written.
+- Short lists and the outcome map are flow collections; each row is one flow mapping on
+  its own line; SQL is a literal block; a plan is one line per top-level key (a block list
+  of flow items for list-valued keys).
+- Scalars are plain only when the YAML resolver reads them back as the same string;
+  anything else (``yes``, ``null``, ``'2009'``, ``2009-01-01``, text with ``:`` or ``#``)
+  is double-quoted with JSON-style escapes. Floats use ``repr`` (exact), with ``.0``
+  added where YAML 1.1 needs a dot. The writer loads its own output back and refuses
+  to write a file that would not read back as the same values and types.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nl2sql_assets.atomic import atomic_write
+from nl2sql_assets.evaluation.suites.loader import SuiteError, leading_comments
+from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite
+from nl2sql_assets.yamlio import safe_load
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_RESOLVER = yaml.resolver.Resolver()
+# Plain (unquoted) scalars: a word character first, then a conservative set; never ':' or '#'.
+# Inside flow collections ',[]{}' are indicators, so they force quotes there.
+_PLAIN_FLOW = re.compile(r"\w[\w .;()/'\"+\-&%$@!?=<>*^~|\\`]*")
+_PLAIN_BLOCK = re.compile(r"\w[\w .,;()\[\]{}/'\"+\-&%$@!?=<>*^~|\\`]*")
+# What YAML cannot hold literally (outside the printable set, or read as a line break).
+_NOT_PRINTABLE = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+_NOT_LITERAL = re.compile("[^\t\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+
+
+def _plain_ok(text: str, flow: bool) -> bool:
+    pattern = _PLAIN_FLOW if flow else _PLAIN_BLOCK
+    return (
+        pattern.fullmatch(text) is not None
+        and not text.endswith(" ")
+        and _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == _STR_TAG
+    )
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group(0))
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def _quote(text: str) -> str:
+    """A double-quoted YAML string: JSON's escapes, plus escapes for what YAML cannot hold."""
+    return _NOT_PRINTABLE.sub(_escape, json.dumps(text, ensure_ascii=False))
+
+
+def _float(value: float) -> str:
+    if math.isnan(value):
+        return ".nan"
+    if math.isinf(value):
+        return ".inf" if value > 0 else "-.inf"
+    text = repr(value)
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        if "." not in mantissa:
+            mantissa += ".0"  # YAML 1.1 reads 1e-05 as a string
+        if exponent[0] not in "+-":
+            exponent = "+" + exponent
+        return f"{mantissa}e{exponent}"
+    return text if "." in text else text + ".0"
+
+
+def _scalar(value: Any, *, flow: bool, safe: bool = False) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return _float(float(value))
+    if isinstance(value, str):
+        return value if not safe and _plain_ok(value, flow) else _quote(value)
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, date):
+        return value.isoformat()
+    raise TypeError(f"a suite cannot hold a {type(value).__name__} value ({value!r})")
+
+
+def _flow(value: Any, safe: bool = False) -> str:
+    if isinstance(value, dict):
+        items = ", ".join(f"{_scalar(k, flow=True, safe=safe)}: {_flow(v, safe)}" for k, v in value.items())
+        return "{" + items + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_flow(v, safe) for v in value) + "]"
+    return _scalar(value, flow=True, safe=safe)
+
+
+def _literal(text: str, indent: str) -> str | None:
+    """``text`` as a ``|`` block (``|-`` without a final newline), or None when a block
+    cannot hold it exactly."""
+    if (
+        not text
+        or text.endswith("\n\n")
+        or text[0] in " \t\n"
+        or _NOT_LITERAL.search(text) is not None
+    ):
+        return None
+    body, chomp = (text[:-1], "|") if text.endswith("\n") else (text, "|-")
+    block = chomp + "".join("\n" + (indent + line if line else "") for line in body.split("\n"))
+    try:
+        same = safe_load("k: " + block + "\n") == {"k": text}
+    except yaml.YAMLError:
+        same = False
+    return block if same else None
+
+
+def _sql(text: str, indent: str, safe: bool) -> str:
+    block = None if safe else _literal(text, indent)
+    return block if block is not None else _quote(text)
+
+
+def _case_fields(case: EvalCase) -> dict[str, Any]:
+    """The case as the file holds it, keys in the file's order, defaults left out."""
+    data: dict[str, Any] = {
+        "id": case.id,
+        "question": case.question,
+        "datasources": list(case.datasources),
+        "status": case.status,
+    }
+    if case.kind != "answer":
+        data["kind"] = case.kind
+    data["origin"] = case.origin
+    if case.difficulty is not None:
+        data["difficulty"] = case.difficulty
+    if case.tags:
+        data["tags"] = list(case.tags)
+    if case.paraphrase_group is not None:
+        data["paraphrase_group"] = case.paraphrase_group
+    data["outcome"] = dict(case.outcome)
+    if case.tables:
+        data["tables"] = list(case.tables)
+    if case.columns:
+        data["columns"] = list(case.columns)
+    if case.sql is not None or case.order_matters:
+        data["order_matters"] = case.order_matters
+    if case.sql is not None:
+        data["sql"] = case.sql
+    if case.rows is not None:
+        data["rows"] = case.rows
+    if case.alt_sql:
+        data["alt_sql"] = list(case.alt_sql)
+    if case.alt_rows:
+        data["alt_rows"] = case.alt_rows
+    if case.plan is not None:
+        data["plan"] = case.plan.to_data()
+    return data
+
+
+_FLOW_KEYS = frozenset({"datasources", "tags", "outcome", "tables", "columns"})
+
+
+def _render_case(data: dict[str, Any], safe: bool) -> str:
+    out: list[str] = []
+    for key, value in data.items():
+        lead = "- " if not out else "  "
+        if key in _FLOW_KEYS:
+            out.append(f"{lead}{key}: {_flow(value, safe)}")
+        elif key == "sql":
+            out.append(f"{lead}{key}: {_sql(value, '    ', safe)}")
+        elif key == "rows":
+            out.append(f"{lead}rows:" + (" []" if not value else ""))
+            out.extend(f"  - {_flow(row, safe)}" for row in value)
+        elif key == "alt_sql":
+            out.append(f"{lead}alt_sql:")
+            out.extend(f"  - {_sql(sql, '    ', safe)}" for sql in value)
+        elif key == "alt_rows":
+            out.append(f"{lead}alt_rows:")
+            for rows in value:
+                if not rows:
+                    out.append("  - []")
+                    continue
+                out.extend(f"  {'- ' if i == 0 else '  '}- {_flow(row, safe)}" for i, row in enumerate(rows))
+        elif key == "plan":
+            out.append(f"{lead}plan:")
+            for part, part_value in value.items():
+                if isinstance(part_value, list) and part_value:
+                    out.append(f"    {part}:")
+                    out.extend(f"    - {_flow(item, safe)}" for item in part_value)
+                else:
+                    out.append(f"    {part}: {_flow(part_value, safe)}")
+        else:
+            out.append(f"{lead}{key}: {_scalar(value, flow=False, safe=safe)}")
+    return "\n".join(out) + "\n"
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of the same types (``1``, ``1.0`` and ``True`` all differ; NaN equals NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return len(a) == len(b) and all(
+            _same(ka, kb) and _same(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True)
+        )
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
+
+
+def _normalise_header(header: str) -> str:
+    """Comment lines kept as given; other non-blank lines become comments; ends with a newline."""
+    if not header:
+        return ""
+    lines = header.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    fixed = [line if not line.strip() or line.lstrip().startswith("#") else f"# {line}" for line in lines]
+    return "\n".join(fixed) + "\n"
+
+
+def dump_suite(suite: EvalSuite, *, header: str | None = None) -> str:
+    """The suite's file text in the canonical layout (see the module docstring).
+
+    ``header`` defaults to the comment block of the file the suite was loaded from. The
+    text is loaded back and compared value by value and type by type; a case that would
+    not read back the same is written again with every string double-quoted, and a case
+    that still does not is an error rather than a silently different file."""
+    head = _normalise_header(suite.header if header is None else header)
+    fields = [_case_fields(case) for case in suite.cases]
+    try:
+        rendered = [_render_case(data, safe=False) for data in fields]
+    except TypeError as exc:
+        raise SuiteError(f"{suite.path or 'suite'}: {exc}") from None
+    for _attempt in range(2):
+        text = _join(head, rendered)
+        loaded = safe_load(text)
+        read_back = loaded.get("cases") or []
+        wrong = [i for i, data in enumerate(fields) if i >= len(read_back) or not _same(read_back[i], data)]
+        if not wrong:
+            return text
+        for i in wrong:
+            rendered[i] = _render_case(fields[i], safe=True)
+    names = ", ".join(fields[i]["id"] for i in wrong)
+    raise SuiteError(f"{suite.path or 'suite'}: cannot write case(s) {names} so that they read back the same")
+
+
+def _join(head: str, rendered: list[str]) -> str:
+    if not rendered:
+        return f"{head}version: 1\ncases: []\n"
+    return f"{head}version: 1\ncases:\n" + "".join("\n" + case for case in rendered)
+
+
+def write_suite(suite: EvalSuite, path: str | Path, *, header: str | None = None) -> Path:
+    """Write ``suite`` to ``path`` atomically, in the canonical layout.
+
+    The leading comment block is ``header`` when given, else the one of the file already
+    at ``path``, else the one of the file the suite was loaded from."""
+    path = Path(path)
+    if header is None:
+        try:
+            header = leading_comments(path.read_text(encoding="utf-8-sig"))
+        except FileNotFoundError:
+            header = suite.header
+        except (OSError, UnicodeDecodeError):
+            header = suite.header
+    text = dump_suite(suite, header=header)
+    atomic_write(path, text.encode("utf-8"))
+    return path

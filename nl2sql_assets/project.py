@@ -164,6 +164,6 @@ class Evals:
                     registry=self._project.registry, llm=llm)
 
     def scorers(self) -> list[str]:
-        from nl2sql_assets.evaluation.scorers import ScorerRegistry
+        from nl2sql_assets.evaluation.judging.scorers import ScorerRegistry
 
         return ScorerRegistry.default().names()

@@ -223,7 +223,7 @@ def _table(n: int, seed: int) -> list[list[Any]]:
 
 
 def bench_compare(repeat: int) -> list[Row]:
-    from nl2sql_assets.evaluation.evaluator import compare_results, compare_results_lenient
+    from nl2sql_assets.evaluation.judging.comparison import compare_results, compare_results_lenient
 
     gold = _table(3000, 1)
     rnd = random.Random(2)
@@ -255,7 +255,7 @@ def bench_compare(repeat: int) -> list[Row]:
 
 
 def bench_faithfulness(repeat: int) -> list[Row]:
-    from nl2sql_assets.evaluation.faithfulness import check_faithfulness
+    from nl2sql_assets.evaluation.judging.faithfulness import check_faithfulness
 
     rnd = random.Random(5)
     columns = ["CustomerId", "Country", "Total"]

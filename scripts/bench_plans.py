@@ -62,10 +62,10 @@ def import_everything() -> dict[str, float]:
     import nl2sql_assets.datasources.sqlite
     import nl2sql_assets.engine.pipeline
     import nl2sql_assets.evaluation.gold_llm
+    import nl2sql_assets.evaluation.judging.scorers
     import nl2sql_assets.evaluation.records
     import nl2sql_assets.evaluation.report
     import nl2sql_assets.evaluation.runner
-    import nl2sql_assets.evaluation.scorers
     import nl2sql_assets.llm.prices
     import nl2sql_assets.project  # noqa: F401
 

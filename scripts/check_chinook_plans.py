@@ -31,7 +31,7 @@ from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.engine.result import SECURITY_VIOLATION
 from nl2sql_assets.engine.sqlgen import generate_sql
 from nl2sql_assets.engine.validator import columns_read, tables_read, validate_plan
-from nl2sql_assets.evaluation.evaluator import explain_strict
+from nl2sql_assets.evaluation.judging.comparison import explain_strict
 from nl2sql_assets.evaluation.suites import EvalCase, load_suite
 from nl2sql_assets.paths import chinook_suite_path
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nl2sql_assets.evaluation.scorers.base import Score
+from nl2sql_assets.evaluation.judging.scorers.base import Score
 from nl2sql_assets.llm.calls import Usage
 
 Verdict = Literal["pass", "fail", "error", "skip"]

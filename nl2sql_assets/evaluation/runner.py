@@ -39,7 +39,7 @@ from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, Event, EventBu
 from nl2sql_assets.engine.result import QueryResult
 from nl2sql_assets.errors import RunRefused
 from nl2sql_assets.evaluation.case_record import CaseRecord
-from nl2sql_assets.evaluation.scorers import (
+from nl2sql_assets.evaluation.judging.scorers import (
     EXECUTION_SCORERS,
     CaseRun,
     Score,
@@ -565,7 +565,7 @@ async def arun_eval(
 ) -> EvalReport:
     """``run_eval`` on the running event loop."""
     from nl2sql_assets import __version__
-    from nl2sql_assets.evaluation.evaluator import COMPARATOR_VERSION
+    from nl2sql_assets.evaluation.judging.comparison import COMPARATOR_VERSION
     from nl2sql_assets.evaluation.records import git_info
     from nl2sql_assets.evaluation.report import RunMeta, build_report
     from nl2sql_assets.evaluation.suites import suite_digest

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nl2sql_assets.evaluation.evaluator import (
+from nl2sql_assets.evaluation.judging.comparison import (
     COMPARATOR_VERSION,
     Comparison,
     column_cap,

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from nl2sql_assets.evaluation.faithfulness import Faithfulness, check_faithfulness
+from nl2sql_assets.evaluation.judging.faithfulness import Faithfulness, check_faithfulness
 
 COLUMNS = ["Genre", "Tracks", "Revenue", "Share", "FirstSale", "Loss"]
 ROWS = [

@@ -195,8 +195,8 @@ from nl2sql_assets.datasources.registry import DatasourceRegistry  # noqa: E402
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, RUN_STARTED, Event, EventBus  # noqa: E402
 from nl2sql_assets.evaluation.case_record import CaseRecord  # noqa: E402
 from nl2sql_assets.evaluation.gold_llm import GoldLLMServer  # noqa: E402
+from nl2sql_assets.evaluation.judging.scorers import NoConfig, Score, ScorerRegistry  # noqa: E402
 from nl2sql_assets.evaluation.runner import RunRefused, rows_sha256, run_eval  # noqa: E402
-from nl2sql_assets.evaluation.scorers import NoConfig, Score, ScorerRegistry  # noqa: E402
 from nl2sql_assets.evaluation.selection import SelectionError  # noqa: E402
 from nl2sql_assets.evaluation.suites import suite_digest  # noqa: E402
 from nl2sql_assets.llm.prices import UnknownPriceError  # noqa: E402

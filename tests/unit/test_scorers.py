@@ -16,7 +16,7 @@ from nl2sql_assets.engine.result import (
     ResultSet,
 )
 from nl2sql_assets.engine.validator import GENERIC_REFUSAL
-from nl2sql_assets.evaluation.scorers import (
+from nl2sql_assets.evaluation.judging.scorers import (
     BUILTIN_SCORERS,
     CaseRun,
     Faithfulness,

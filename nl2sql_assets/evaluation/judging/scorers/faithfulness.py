@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from nl2sql_assets.evaluation.scorers.base import CaseRun, NoConfig, Score
+from nl2sql_assets.evaluation.judging.scorers.base import CaseRun, NoConfig, Score
 
 
 def answer_text(run: CaseRun) -> str:
@@ -39,7 +39,7 @@ class Faithfulness:
         text = answer_text(run)
         if not text:
             return Score()  # a refusal or an error writes no answer
-        from nl2sql_assets.evaluation.faithfulness import check_faithfulness
+        from nl2sql_assets.evaluation.judging.faithfulness import check_faithfulness
 
         check = check_faithfulness(text, run.columns, run.rows or [], run.case.question)
         detail: dict[str, Any] = {

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from nl2sql_assets.errors import UserError
-from nl2sql_assets.evaluation.scorers.base import INTERFACE_VERSION, CaseRun, Score, Scorer
+from nl2sql_assets.evaluation.judging.scorers.base import INTERFACE_VERSION, CaseRun, Score, Scorer
 
 ENTRY_POINT_GROUP = "nl2sql.scorers"
 MODES = frozenset({"full", "plans", "retrieval"})
@@ -57,7 +57,7 @@ class ScorerRegistry:
 
     @classmethod
     def builtins(cls) -> ScorerRegistry:
-        from nl2sql_assets.evaluation.scorers import BUILTIN_SCORERS
+        from nl2sql_assets.evaluation.judging.scorers import BUILTIN_SCORERS
 
         registry = cls()
         for name, scorer_cls in BUILTIN_SCORERS.items():

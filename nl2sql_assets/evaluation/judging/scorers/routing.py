@@ -10,7 +10,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nl2sql_assets.evaluation.scorers.base import CaseRun, Score
+from nl2sql_assets.evaluation.judging.scorers.base import CaseRun, Score
 
 
 class RoutingConfig(BaseModel):

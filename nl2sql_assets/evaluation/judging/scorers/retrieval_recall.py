@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from nl2sql_assets.evaluation.scorers.base import CaseRun, NoConfig, Score
+from nl2sql_assets.evaluation.judging.scorers.base import CaseRun, NoConfig, Score
 
 
 def recall_detail(needed_tables: list[str], needed_columns: list[str], sent: dict[str, list[str]]) -> dict:

@@ -6,12 +6,12 @@ that applies to it passes.
 
 from __future__ import annotations
 
-from nl2sql_assets.evaluation.scorers.base import INTERFACE_VERSION, CaseRun, NoConfig, Score, Scorer
-from nl2sql_assets.evaluation.scorers.faithfulness import Faithfulness
-from nl2sql_assets.evaluation.scorers.outcome import Outcome
-from nl2sql_assets.evaluation.scorers.result_match import ResultMatch
-from nl2sql_assets.evaluation.scorers.retrieval_recall import RetrievalRecall
-from nl2sql_assets.evaluation.scorers.routing import Routing, RoutingConfig
+from nl2sql_assets.evaluation.judging.scorers.base import INTERFACE_VERSION, CaseRun, NoConfig, Score, Scorer
+from nl2sql_assets.evaluation.judging.scorers.faithfulness import Faithfulness
+from nl2sql_assets.evaluation.judging.scorers.outcome import Outcome
+from nl2sql_assets.evaluation.judging.scorers.result_match import ResultMatch
+from nl2sql_assets.evaluation.judging.scorers.retrieval_recall import RetrievalRecall
+from nl2sql_assets.evaluation.judging.scorers.routing import Routing, RoutingConfig
 
 #: The built-ins, in the order the report lists them.
 BUILTIN_SCORERS: dict[str, type] = {
@@ -22,14 +22,14 @@ BUILTIN_SCORERS: dict[str, type] = {
     "routing": Routing,
 }
 
-from nl2sql_assets.evaluation.scorers.registry import (  # noqa: E402  (needs BUILTIN_SCORERS defined)
+from nl2sql_assets.evaluation.judging.scorers.registry import (  # noqa: E402  (needs BUILTIN_SCORERS defined)
     ENTRY_POINT_GROUP,
     ScorerError,
     ScorerRegistry,
     safe_score,
     score_run,
 )
-from nl2sql_assets.evaluation.scorers.verdict import EXECUTION_SCORERS, case_status  # noqa: E402
+from nl2sql_assets.evaluation.judging.scorers.verdict import EXECUTION_SCORERS, case_status  # noqa: E402
 
 __all__ = [
     "BUILTIN_SCORERS",

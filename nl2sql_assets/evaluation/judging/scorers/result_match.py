@@ -10,12 +10,12 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from nl2sql_assets.evaluation.scorers.base import CaseRun, NoConfig, Score
+from nl2sql_assets.evaluation.judging.scorers.base import CaseRun, NoConfig, Score
 
 
 def _gold_answers(run: CaseRun) -> list[tuple[str, list[list[Any]]]]:
     """(label, rows) for the case's rows, then each alternative as ``alt_sql[i]`` (1-based)."""
-    from nl2sql_assets.evaluation.evaluator import rows_from_dicts
+    from nl2sql_assets.evaluation.judging.comparison import rows_from_dicts
 
     case = run.case
     answers = [("rows", rows_from_dicts(case.rows or [])[1])]
@@ -59,7 +59,7 @@ class ResultMatch:
             return _fail("result_sets", f"expected one result set, got {len(result.result_sets)}")
         got = run.rows if run.rows is not None else result.result_sets[0].rows
 
-        from nl2sql_assets.evaluation.evaluator import explain_lenient, explain_strict
+        from nl2sql_assets.evaluation.judging.comparison import explain_lenient, explain_strict
 
         answers = _gold_answers(run)
         strict_first = None

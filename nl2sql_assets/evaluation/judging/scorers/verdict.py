@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from nl2sql_assets.evaluation.scorers.base import Score
+from nl2sql_assets.evaluation.judging.scorers.base import Score
 
 EXECUTION_SCORERS = ("result_match", "outcome")
 

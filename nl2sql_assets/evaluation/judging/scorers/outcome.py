@@ -12,7 +12,7 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE, SECURITY_VIOLATION, QueryResult
-from nl2sql_assets.evaluation.scorers.base import CaseRun, NoConfig, Score
+from nl2sql_assets.evaluation.judging.scorers.base import CaseRun, NoConfig, Score
 
 
 @cache

@@ -327,7 +327,7 @@ def _llm_section_text(spec: str) -> str:
 def _cmd_configs(args: argparse.Namespace) -> int:
     from nl2sql_assets.config import load_config
     from nl2sql_assets.defs.partitions import CONFIGS, register_configs
-    from nl2sql_assets.evaluation.configs import (
+    from nl2sql_assets.evaluation.running.named_configs import (
         KEY_FREE_CONFIGS,
         project_configs_dir,
         resolve_config,

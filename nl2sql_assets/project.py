@@ -17,9 +17,9 @@ from nl2sql_assets.engine.events import EventBus
 if TYPE_CHECKING:
     from nl2sql_assets.datasources.registry import DatasourceRegistry
     from nl2sql_assets.engine.pipeline import Engine
-    from nl2sql_assets.evaluation.case_record import CaseRecord
     from nl2sql_assets.evaluation.gate import GateResult
     from nl2sql_assets.evaluation.report import EvalReport
+    from nl2sql_assets.evaluation.running.results import CaseRecord
     from nl2sql_assets.evaluation.suites import EvalSuite
     from nl2sql_assets.evaluation.suites.regenerate import RegenerateReport
     from nl2sql_assets.evaluation.suites.seed import SeedReport
@@ -115,7 +115,7 @@ class Evals:
         budget: SpendLedger | None = None,
     ) -> EvalReport:
         """Run the suites (evals.yaml's by default); ``budget`` shares the dollar cap with other runs."""
-        from nl2sql_assets.evaluation.runner import run_eval
+        from nl2sql_assets.evaluation.running.runner import run_eval
 
         return run_eval(
             self.config,
@@ -164,6 +164,6 @@ class Evals:
                     registry=self._project.registry, llm=llm)
 
     def scorers(self) -> list[str]:
-        from nl2sql_assets.evaluation.judging.scorers import ScorerRegistry
+        from nl2sql_assets.evaluation.running.scorers import ScorerRegistry
 
         return ScorerRegistry.default().names()

@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from nl2sql_assets.config import GateSettings
 from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation import stats
-from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.records import (
     BenchmarkRecord,
     RecordError,
@@ -28,6 +27,7 @@ from nl2sql_assets.evaluation.records import (
     series_key,
 )
 from nl2sql_assets.evaluation.report import Board, EvalReport, case_key, load_report
+from nl2sql_assets.evaluation.running.results import CaseRecord
 
 Measure = Literal["execution", "execution_generated", "status"]  # status: mode retrieval
 

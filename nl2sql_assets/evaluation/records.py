@@ -20,7 +20,6 @@ from pydantic import ConfigDict, Field
 from nl2sql_assets import paths
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.errors import UserError, validation_summary
-from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.report import (
     Answerability,
     Board,
@@ -33,6 +32,7 @@ from nl2sql_assets.evaluation.report import (
     RetrievalSummary,
     RoutingSummary,
 )
+from nl2sql_assets.evaluation.running.results import CaseRecord
 from nl2sql_assets.llm.calls import Usage
 
 RECORD_SCHEMA = 2

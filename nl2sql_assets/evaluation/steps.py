@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from nl2sql_assets.evaluation.configs import resolve_config
 from nl2sql_assets.evaluation.report import ConfigMeta, EvalReport, RunFacts, RunMeta, RunStamp, build_report
+from nl2sql_assets.evaluation.running.named_configs import resolve_config
 from nl2sql_assets.evaluation.warehouse import Warehouse
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nl2sql_assets.atomic import atomic_write
-from nl2sql_assets.evaluation.case_record import CaseRecord
+from nl2sql_assets.evaluation.running.results import CaseRecord
 
 
 class Warehouse:

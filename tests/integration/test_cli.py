@@ -25,10 +25,10 @@ import pytest
 from nl2sql_assets import paths
 from nl2sql_assets.cli import main
 from nl2sql_assets.config import PriceRow, load_config
-from nl2sql_assets.evaluation import gold_llm
-from nl2sql_assets.evaluation.configs import resolve_config
 from nl2sql_assets.evaluation.records import iter_records, load_record
 from nl2sql_assets.evaluation.report import load_report
+from nl2sql_assets.evaluation.running import gold_llm
+from nl2sql_assets.evaluation.running.named_configs import resolve_config
 from nl2sql_assets.evaluation.suites import EvalCase, load_suite
 from nl2sql_assets.project import Project
 from nl2sql_assets.yamlio import dump_yaml

@@ -18,7 +18,7 @@ from nl2sql_assets import Project
 from nl2sql_assets.datasources.demo import init_demo
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, RUN_FINISHED, RUN_STARTED, Event
 from nl2sql_assets.engine.validator import GENERIC_REFUSAL
-from nl2sql_assets.evaluation import gold_llm
+from nl2sql_assets.evaluation.running import gold_llm
 from nl2sql_assets.evaluation.suites import load_suite
 
 APPROVED_CASES = 47

@@ -18,9 +18,9 @@ import pytest
 from nl2sql_assets import Project, paths
 from nl2sql_assets.cli import main
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, RUN_FINISHED, RUN_STARTED, Event
-from nl2sql_assets.evaluation import gold_llm
 from nl2sql_assets.evaluation.records import iter_records
 from nl2sql_assets.evaluation.report import load_report
+from nl2sql_assets.evaluation.running import gold_llm
 from nl2sql_assets.evaluation.suites import load_suite
 
 REPO = paths.repo_root() or Path(__file__).resolve().parents[2]

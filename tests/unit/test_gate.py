@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from nl2sql_assets.config import GateSettings
-from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.gate import BaselineError, gate
 from nl2sql_assets.evaluation.records import records_from_report, write_record
 from nl2sql_assets.evaluation.report import (
@@ -20,6 +19,7 @@ from nl2sql_assets.evaluation.report import (
     SuiteRef,
     build_report,
 )
+from nl2sql_assets.evaluation.running.results import CaseRecord
 
 
 def report(outcomes: dict[str, str | list[str]], *, mode: str = "full", config: str | None = None,

@@ -12,7 +12,7 @@ import pytest
 from nl2sql_assets.engine.events import RUN_FINISHED, RUN_STARTED, Event, EventBus
 from nl2sql_assets.engine.nodes import DatasourceSelection, Decomposition, PlanRepair, SynthesizedAnswer
 from nl2sql_assets.engine.plan import PlanModel
-from nl2sql_assets.evaluation.gold_llm import FIXED_ANSWER, GoldLLMServer, rows_sentence
+from nl2sql_assets.evaluation.running.gold_llm import FIXED_ANSWER, GoldLLMServer, rows_sentence
 from nl2sql_assets.evaluation.suites import EvalCase
 from nl2sql_assets.llm.client import RUN_ID_HEADER, LLMClient
 

@@ -9,7 +9,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import pytest
 
 from nl2sql_assets.engine.events import EventBus
-from nl2sql_assets.evaluation.gold_llm import GOLD_MODEL, GoldLLMServer
+from nl2sql_assets.evaluation.running.gold_llm import GOLD_MODEL, GoldLLMServer
 from nl2sql_assets.llm import client
 
 FREE = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}

@@ -24,7 +24,7 @@ from nl2sql_assets.engine.result import (
     VALIDATION_ERROR,
 )
 from nl2sql_assets.engine.validator import GENERIC_REFUSAL
-from nl2sql_assets.evaluation.gold_llm import FIXED_ANSWER, GoldLLMServer
+from nl2sql_assets.evaluation.running.gold_llm import FIXED_ANSWER, GoldLLMServer
 from nl2sql_assets.evaluation.suites import EvalCase
 
 VIEWER_TABLES = ["Album", "Artist", "Genre", "MediaType", "Playlist", "PlaylistTrack", "Track"]

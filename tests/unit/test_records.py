@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from nl2sql_assets.evaluation import records as records_mod
-from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.publish import END, START, publish, render_pages
 from nl2sql_assets.evaluation.records import (
     BenchmarkRecord,
@@ -29,6 +28,7 @@ from nl2sql_assets.evaluation.report import (
     SuiteRef,
     build_report,
 )
+from nl2sql_assets.evaluation.running.results import CaseRecord
 
 
 def report(*, mode: str = "plans", day: int = 1, commit: str = "abcdef0123456789" * 2 + "abcdef01",

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.judging.scorers.base import Score
 from nl2sql_assets.evaluation.report import (
     ConfigMeta,
@@ -20,6 +19,7 @@ from nl2sql_assets.evaluation.report import (
     load_report,
     to_markdown,
 )
+from nl2sql_assets.evaluation.running.results import CaseRecord
 from nl2sql_assets.llm.calls import Usage
 
 STAMP = RunStamp(started_at=datetime(2026, 3, 1, 9, 30, tzinfo=UTC),

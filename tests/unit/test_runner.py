@@ -193,11 +193,12 @@ import pytest  # noqa: E402
 from nl2sql_assets.config import CuratedAnswer, LLMConfig, PriceRow  # noqa: E402
 from nl2sql_assets.datasources.registry import DatasourceRegistry  # noqa: E402
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, RUN_STARTED, Event, EventBus  # noqa: E402
-from nl2sql_assets.evaluation.case_record import CaseRecord  # noqa: E402
-from nl2sql_assets.evaluation.gold_llm import GoldLLMServer  # noqa: E402
-from nl2sql_assets.evaluation.judging.scorers import NoConfig, Score, ScorerRegistry  # noqa: E402
-from nl2sql_assets.evaluation.runner import RunRefused, rows_sha256, run_eval  # noqa: E402
-from nl2sql_assets.evaluation.selection import SelectionError  # noqa: E402
+from nl2sql_assets.evaluation.judging.scorers import NoConfig, Score  # noqa: E402
+from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer  # noqa: E402
+from nl2sql_assets.evaluation.running.results import CaseRecord  # noqa: E402
+from nl2sql_assets.evaluation.running.runner import RunRefused, rows_sha256, run_eval  # noqa: E402
+from nl2sql_assets.evaluation.running.scorers import ScorerRegistry  # noqa: E402
+from nl2sql_assets.evaluation.running.selection import SelectionError  # noqa: E402
 from nl2sql_assets.evaluation.suites import suite_digest  # noqa: E402
 from nl2sql_assets.llm.prices import UnknownPriceError  # noqa: E402
 
@@ -552,7 +553,7 @@ def test_calls_without_usage_are_counted_not_priced(project: ProjectConfig, capl
     bus = EventBus()
     with GoldLLMServer(small_cases(), bus, usage={"prompt_tokens": 0, "completion_tokens": 0}) as server:
         config = server.llm_config().model_copy(update={"prices": {"gold-plans": PRICE}})
-        with caplog.at_level(logging.WARNING, logger="nl2sql_assets.evaluation.runner"):
+        with caplog.at_level(logging.WARNING, logger="nl2sql_assets.evaluation.running.runner"):
             report = run_eval(project, mode="full", llm=config, bus=bus, max_cost_usd=1, cases=["small_001"])
     board = report.first_board
     assert report.spent == 0.0

@@ -26,11 +26,10 @@ from nl2sql_assets.evaluation.judging.scorers import (
     RetrievalRecall,
     Routing,
     Score,
-    ScorerError,
-    ScorerRegistry,
     case_status,
     score_run,
 )
+from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
 from nl2sql_assets.evaluation.suites import EvalCase
 
 # ---------------------------------------------------------------- building blocks

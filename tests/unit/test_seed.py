@@ -17,7 +17,7 @@ from nl2sql_assets.config import LLMConfig, RolePolicy, load_config
 from nl2sql_assets.datasources.registry import DatasourceRegistry
 from nl2sql_assets.engine.events import RUN_STARTED, Event, EventBus
 from nl2sql_assets.errors import UserError
-from nl2sql_assets.evaluation.gold_llm import GoldLLMServer
+from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer
 from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, load_suite, write_suite
 from nl2sql_assets.evaluation.suites.seed import SeedReport, seed
 from nl2sql_assets.paths import chinook_suite_path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,3 +66,18 @@ class Scorer(Protocol):
     def from_config(cls, cfg: BaseModel) -> Scorer: ...
 
     def score(self, run: CaseRun) -> Score: ...
+
+
+def safe_score(scorer: Scorer, run: CaseRun) -> Score:
+    """A scorer that raises gives an error verdict instead of stopping the run."""
+    try:
+        score = scorer.score(run)
+    except Exception as exc:
+        return Score(passed=None, detail={"error": f"{type(exc).__name__}: {exc}"})
+    if not isinstance(score, Score):
+        return Score(passed=None, detail={"error": f"TypeError: score() returned {type(score).__name__}, not Score"})
+    return score
+
+
+def score_run(scorers: Mapping[str, Scorer], run: CaseRun) -> dict[str, Score]:
+    return {name: safe_score(scorer, run) for name, scorer in scorers.items()}

@@ -38,18 +38,17 @@ from nl2sql_assets.config import NODE_NAMES, ConfigError, LLMConfig, PriceRow, P
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, Event, EventBus
 from nl2sql_assets.engine.result import QueryResult
 from nl2sql_assets.errors import RunRefused
-from nl2sql_assets.evaluation.case_record import CaseRecord
 from nl2sql_assets.evaluation.judging.scorers import (
     EXECUTION_SCORERS,
     CaseRun,
     Score,
     Scorer,
-    ScorerError,
-    ScorerRegistry,
     case_status,
     score_run,
 )
-from nl2sql_assets.evaluation.selection import RoleRun, SelectionError, role_runs, select_cases
+from nl2sql_assets.evaluation.running.results import CaseRecord
+from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
+from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError, role_runs, select_cases
 
 if TYPE_CHECKING:
     from nl2sql_assets.engine.pipeline import Engine
@@ -425,7 +424,7 @@ def _load_suites(config: ProjectConfig, suites: Sequence[str | Path] | None) -> 
 
 
 def _llm_configs(config: ProjectConfig, llm: LLMConfig | Mapping[str, LLMConfig] | None) -> dict[str, LLMConfig]:
-    from nl2sql_assets.evaluation.configs import validate_config_name
+    from nl2sql_assets.evaluation.running.named_configs import validate_config_name
 
     if llm is None:
         return {DEFAULT_CONFIG: config.llm}
@@ -635,7 +634,7 @@ async def arun_eval(
             if llm is not None:
                 raise RunRefused("llm= is for mode full; mode plans always runs on the gold LLM")
             _check_plans(runs)
-            from nl2sql_assets.evaluation.gold_llm import GoldLLMServer
+            from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer
 
             seen: dict[str, Any] = {}
             for rr in runs:

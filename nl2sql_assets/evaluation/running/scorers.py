@@ -1,4 +1,5 @@
-"""The scorer registry: the built-ins plus plugins (entry points or ``add``), checked on the way in.
+"""The scorer registry: the built-ins plus plugins (entry points or ``add``), checked on the way in,
+and built into scorer objects for the mode a run is in.
 
 Scorers are looked up by name from evals.yaml, so a plugin that speaks another interface
 version must fail loudly when it is registered, not half-way through a paid run.
@@ -14,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from nl2sql_assets.errors import UserError
-from nl2sql_assets.evaluation.judging.scorers.base import INTERFACE_VERSION, CaseRun, Score, Scorer
+from nl2sql_assets.evaluation.judging.scorers import BUILTIN_SCORERS, INTERFACE_VERSION, Scorer
 
 ENTRY_POINT_GROUP = "nl2sql.scorers"
 MODES = frozenset({"full", "plans", "retrieval"})
@@ -57,8 +58,6 @@ class ScorerRegistry:
 
     @classmethod
     def builtins(cls) -> ScorerRegistry:
-        from nl2sql_assets.evaluation.judging.scorers import BUILTIN_SCORERS
-
         registry = cls()
         for name, scorer_cls in BUILTIN_SCORERS.items():
             registry.add(name, scorer_cls)
@@ -141,18 +140,3 @@ class ScorerRegistry:
                 raise ScorerError(f"scorer {name!r}: bad config: {exc}") from None
             built[name] = cls.from_config(cfg)
         return built
-
-
-def safe_score(scorer: Scorer, run: CaseRun) -> Score:
-    """A scorer that raises gives an error verdict instead of stopping the run."""
-    try:
-        score = scorer.score(run)
-    except Exception as exc:
-        return Score(passed=None, detail={"error": f"{type(exc).__name__}: {exc}"})
-    if not isinstance(score, Score):
-        return Score(passed=None, detail={"error": f"TypeError: score() returned {type(score).__name__}, not Score"})
-    return score
-
-
-def score_run(scorers: Mapping[str, Scorer], run: CaseRun) -> dict[str, Score]:
-    return {name: safe_score(scorer, run) for name, scorer in scorers.items()}

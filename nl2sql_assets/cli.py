@@ -129,8 +129,8 @@ def _cmd_eval_run(args: argparse.Namespace) -> int:
 
 
 def _eval_run(args: argparse.Namespace, project: Any) -> int:
-    from nl2sql_assets.evaluation.gate import BaselineError
-    from nl2sql_assets.evaluation.report import save_report
+    from nl2sql_assets.evaluation.reporting.gate import BaselineError
+    from nl2sql_assets.evaluation.reporting.report import save_report
 
     llm = None
     if args.llm:
@@ -240,7 +240,7 @@ def _cmd_eval_seed(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval_publish(args: argparse.Namespace) -> int:
-    from nl2sql_assets.evaluation.publish import publish
+    from nl2sql_assets.evaluation.history.publish import publish
 
     root = Path(args.root) if args.root else Path.cwd()
     result = publish([Path(r) for r in args.reports], note=args.note,

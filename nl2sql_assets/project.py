@@ -17,13 +17,13 @@ from nl2sql_assets.engine.events import EventBus
 if TYPE_CHECKING:
     from nl2sql_assets.datasources.registry import DatasourceRegistry
     from nl2sql_assets.engine.pipeline import Engine
-    from nl2sql_assets.evaluation.gate import GateResult
-    from nl2sql_assets.evaluation.report import EvalReport
+    from nl2sql_assets.evaluation.history.warehouse import SpendLedger
+    from nl2sql_assets.evaluation.reporting.gate import GateResult
+    from nl2sql_assets.evaluation.reporting.report import EvalReport
     from nl2sql_assets.evaluation.running.results import CaseRecord
     from nl2sql_assets.evaluation.suites import EvalSuite
     from nl2sql_assets.evaluation.suites.regenerate import RegenerateReport
     from nl2sql_assets.evaluation.suites.seed import SeedReport
-    from nl2sql_assets.evaluation.warehouse import SpendLedger
 
 
 class Project:
@@ -138,7 +138,7 @@ class Evals:
         )
 
     def gate(self, report: EvalReport, baseline: Any) -> GateResult:
-        from nl2sql_assets.evaluation.gate import gate
+        from nl2sql_assets.evaluation.reporting.gate import gate
 
         return gate(report, baseline, self.config.evals_config.gate)
 

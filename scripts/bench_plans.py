@@ -61,9 +61,9 @@ def import_everything() -> dict[str, float]:
     import nl2sql_assets.datasources.registry
     import nl2sql_assets.datasources.sqlite
     import nl2sql_assets.engine.pipeline
+    import nl2sql_assets.evaluation.history.records
     import nl2sql_assets.evaluation.judging.scorers
-    import nl2sql_assets.evaluation.records
-    import nl2sql_assets.evaluation.report
+    import nl2sql_assets.evaluation.reporting.report
     import nl2sql_assets.evaluation.running.gold_llm
     import nl2sql_assets.evaluation.running.runner
     import nl2sql_assets.llm.prices
@@ -135,7 +135,7 @@ def instrumented(timers: Timers) -> Iterator[None]:
     from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
     from nl2sql_assets.datasources.sqlite import SqliteAdapter
     from nl2sql_assets.engine import pipeline
-    from nl2sql_assets.evaluation import report
+    from nl2sql_assets.evaluation.reporting import report
     from nl2sql_assets.evaluation.running import gold_llm, runner
     from nl2sql_assets.llm.client import _lib
 

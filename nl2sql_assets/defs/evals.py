@@ -10,7 +10,7 @@ import dagster as dg
 
 from nl2sql_assets.defs.partitions import CONFIG_X_PASS, CONFIGS
 from nl2sql_assets.defs.resources import ProjectResource
-from nl2sql_assets.evaluation.report import Board
+from nl2sql_assets.evaluation.reporting.report import Board
 
 EVALS_GROUP = "evals"
 LLM_TAG = "nl2sql/llm"  # the run-queue tag of LLM-heavy jobs (dagster.yaml limits it)
@@ -96,7 +96,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                     "determinism, cost and latency.",
     )
     def scoreboard(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.report import save_report, to_markdown
+        from nl2sql_assets.evaluation.reporting.report import save_report, to_markdown
         from nl2sql_assets.evaluation.steps import scoreboard_report
 
         config = context.partition_key
@@ -141,7 +141,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         description="Every config's board side by side, with the cases on which they differ.",
     )
     def eval_report(project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.report import save_report
+        from nl2sql_assets.evaluation.reporting.report import save_report
         from nl2sql_assets.evaluation.steps import suite_report
 
         report = suite_report(suite_name, project.warehouse)
@@ -174,8 +174,8 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
     )
     def benchmark_records(context: dg.AssetExecutionContext, config: RecordConfig,
                           project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.publish import publish
-        from nl2sql_assets.evaluation.report import load_report
+        from nl2sql_assets.evaluation.history.publish import publish
+        from nl2sql_assets.evaluation.reporting.report import load_report
 
         path = report_path(project, suite_name, context.partition_key)
         # The blocking check guards this asset only when both run together: check again here,

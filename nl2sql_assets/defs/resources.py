@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from nl2sql_assets.evaluation.warehouse import Warehouse
+from nl2sql_assets.evaluation.history.warehouse import Warehouse
 from nl2sql_assets.paths import repo_root
 
 

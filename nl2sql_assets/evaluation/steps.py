@@ -13,13 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from nl2sql_assets.evaluation.report import ConfigMeta, EvalReport, RunFacts, RunMeta, RunStamp, build_report
+from nl2sql_assets.evaluation.history.warehouse import Warehouse
+from nl2sql_assets.evaluation.reporting.report import (
+    ConfigMeta,
+    EvalReport,
+    RunFacts,
+    RunMeta,
+    RunStamp,
+    build_report,
+)
 from nl2sql_assets.evaluation.running.named_configs import resolve_config
-from nl2sql_assets.evaluation.warehouse import Warehouse
 
 if TYPE_CHECKING:
     from nl2sql_assets.config import GateSettings
-    from nl2sql_assets.evaluation.gate import GateResult
+    from nl2sql_assets.evaluation.reporting.gate import GateResult
     from nl2sql_assets.project import Project
 
 
@@ -161,7 +168,7 @@ class GateOutcome:
 def gate_against_benchmarks(report: EvalReport, benchmarks: Path, settings: GateSettings) -> GateOutcome:
     """The gate against the newest record of the run's mode, database and config. No record
     yet is not a failure; a record that cannot be read is (the gate must not turn itself off)."""
-    from nl2sql_assets.evaluation.gate import BaselineError, NoBaselineRecord, gate
+    from nl2sql_assets.evaluation.reporting.gate import BaselineError, NoBaselineRecord, gate
 
     if not benchmarks.is_dir():
         return GateOutcome("no_baseline", f"nothing recorded yet: {benchmarks} does not exist")
@@ -198,7 +205,7 @@ def gate_scoreboards(suite_name: str, configs: list[str], warehouse: Warehouse, 
                      settings: GateSettings) -> GateSummary:
     """Gate each config's stored scoreboard. A regression or an unreadable baseline fails; a new
     series (changed suite or schema) only warns, so recording it is not blocked."""
-    from nl2sql_assets.evaluation.report import load_report
+    from nl2sql_assets.evaluation.reporting.report import load_report
 
     summary = GateSummary()
     failed = warned = False

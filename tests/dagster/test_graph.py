@@ -79,7 +79,7 @@ def test_plans_two_passes_give_a_scoreboard_with_pass_k_and_determinism(demo_pro
     assert board["determinism"] == 1.0
     assert "execution" in board["board"].lower()
     # The warehouse answers the same question in SQL.
-    from nl2sql_assets.evaluation.warehouse import Warehouse
+    from nl2sql_assets.evaluation.history.warehouse import Warehouse
 
     rows = Warehouse(demo_project / "warehouse").summary("chinook")
     assert [(r["config"], r["pass_index"], r["runs"], r["execution_passed"]) for r in rows] == [
@@ -142,7 +142,7 @@ def test_scoreboard_report_file_is_a_loadable_eval_report(demo_project: Path, in
     assert _run(defs, "case_runs_job", instance, config_pass_key("plans", 1)).success
     assert _run(defs, "scoreboards_job", instance, "plans").success
     data = json.loads((demo_project / "warehouse" / "reports" / "chinook" / "plans.json").read_text())
-    from nl2sql_assets.evaluation.report import EvalReport
+    from nl2sql_assets.evaluation.reporting.report import EvalReport
 
     report = EvalReport.model_validate(data)
     assert report.mode == "plans" and report.accuracy == 1.0
@@ -179,7 +179,7 @@ def test_schema_index_then_a_retrieval_partition_and_its_scoreboard(demo_project
     board = _materialized(result)["scoreboards/chinook"]
     assert board["case_runs"] == 93 and board["table_recall"] == meta["table_recall"]
     assert "Retrieval: table recall" in board["board"] and "Routing: top-1" in board["board"]
-    from nl2sql_assets.evaluation.report import EvalReport
+    from nl2sql_assets.evaluation.reporting.report import EvalReport
 
     report = EvalReport.model_validate_json(
         (demo_project / "warehouse" / "reports" / "chinook" / "retrieval.json").read_text(encoding="utf-8"))

@@ -25,8 +25,8 @@ import pytest
 from nl2sql_assets import paths
 from nl2sql_assets.cli import main
 from nl2sql_assets.config import PriceRow, load_config
-from nl2sql_assets.evaluation.records import iter_records, load_record
-from nl2sql_assets.evaluation.report import load_report
+from nl2sql_assets.evaluation.history.records import iter_records, load_record
+from nl2sql_assets.evaluation.reporting.report import load_report
 from nl2sql_assets.evaluation.running import gold_llm
 from nl2sql_assets.evaluation.running.named_configs import resolve_config
 from nl2sql_assets.evaluation.suites import EvalCase, load_suite

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nl2sql_assets.evaluation.publish import render_pages
-from nl2sql_assets.evaluation.records import iter_records
+from nl2sql_assets.evaluation.history.publish import render_pages
+from nl2sql_assets.evaluation.history.records import iter_records
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nl2sql_assets.evaluation import records as records_mod
-from nl2sql_assets.evaluation.publish import END, START, publish, render_pages
-from nl2sql_assets.evaluation.records import (
+from nl2sql_assets.evaluation.history import records as records_mod
+from nl2sql_assets.evaluation.history.publish import END, START, publish, render_pages
+from nl2sql_assets.evaluation.history.records import (
     BenchmarkRecord,
     git_info,
     iter_records,
@@ -19,7 +19,7 @@ from nl2sql_assets.evaluation.records import (
     series_key,
     write_record,
 )
-from nl2sql_assets.evaluation.report import (
+from nl2sql_assets.evaluation.reporting.report import (
     ConfigMeta,
     DatabaseRef,
     EvalReport,

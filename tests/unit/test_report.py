@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from nl2sql_assets.evaluation.judging.scorers.base import Score
-from nl2sql_assets.evaluation.report import (
+from nl2sql_assets.evaluation.reporting.report import (
     ConfigMeta,
     DatabaseRef,
     EvalReport,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from nl2sql_assets.engine.events import EventBus
+from nl2sql_assets.evaluation.history.warehouse import SpendLedger, Warehouse
 from nl2sql_assets.evaluation.running.results import CaseRecord
-from nl2sql_assets.evaluation.warehouse import SpendLedger, Warehouse
 
 
 def _record(case: str, role: str, config: str, pass_index: int, status: str, cost: float = 0.0) -> CaseRecord:

@@ -52,9 +52,9 @@ from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError, 
 
 if TYPE_CHECKING:
     from nl2sql_assets.engine.pipeline import Engine
-    from nl2sql_assets.evaluation.report import EvalReport, RunMeta
+    from nl2sql_assets.evaluation.history.warehouse import SpendLedger
+    from nl2sql_assets.evaluation.reporting.report import EvalReport, RunMeta
     from nl2sql_assets.evaluation.suites import EvalSuite
-    from nl2sql_assets.evaluation.warehouse import SpendLedger
 
 log = logging.getLogger(__name__)
 
@@ -564,9 +564,9 @@ async def arun_eval(
 ) -> EvalReport:
     """``run_eval`` on the running event loop."""
     from nl2sql_assets import __version__
+    from nl2sql_assets.evaluation.history.records import git_info
     from nl2sql_assets.evaluation.judging.comparison import COMPARATOR_VERSION
-    from nl2sql_assets.evaluation.records import git_info
-    from nl2sql_assets.evaluation.report import RunMeta, build_report
+    from nl2sql_assets.evaluation.reporting.report import RunMeta, build_report
     from nl2sql_assets.evaluation.suites import suite_digest
 
     started_at = datetime.now(UTC)

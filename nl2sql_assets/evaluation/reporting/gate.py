@@ -17,8 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets.config import GateSettings
 from nl2sql_assets.errors import UserError
-from nl2sql_assets.evaluation import stats
-from nl2sql_assets.evaluation.records import (
+from nl2sql_assets.evaluation.history.records import (
     BenchmarkRecord,
     RecordError,
     database_id,
@@ -26,7 +25,8 @@ from nl2sql_assets.evaluation.records import (
     load_record,
     series_key,
 )
-from nl2sql_assets.evaluation.report import Board, EvalReport, case_key, load_report
+from nl2sql_assets.evaluation.reporting import stats
+from nl2sql_assets.evaluation.reporting.report import Board, EvalReport, case_key, load_report
 from nl2sql_assets.evaluation.running.results import CaseRecord
 
 Measure = Literal["execution", "execution_generated", "status"]  # status: mode retrieval

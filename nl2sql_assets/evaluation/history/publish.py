@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nl2sql_assets.errors import UserError
-from nl2sql_assets.evaluation.records import (
+from nl2sql_assets.evaluation.history.records import (
     BenchmarkRecord,
     iter_records,
     records_from_report,
     series_key,
     write_record,
 )
-from nl2sql_assets.evaluation.report import (
+from nl2sql_assets.evaluation.reporting.report import (
     EvalReport,
     Rate,
     atomic_write_text,

@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Field
 from nl2sql_assets import paths
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.errors import UserError, validation_summary
-from nl2sql_assets.evaluation.report import (
+from nl2sql_assets.evaluation.reporting.report import (
     Answerability,
     Board,
     DatabaseRef,

@@ -1,0 +1,1 @@
+"""Reporting: boards built from case records, their statistics, and the regression gate."""

@@ -252,7 +252,7 @@ def _cmd_eval_publish(args: argparse.Namespace) -> int:
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    from nl2sql_assets.datasources.demo import init_demo
+    from nl2sql_assets.demo import init_demo
 
     demo = init_demo(Path(args.demo), chinook=Path(args.chinook) if args.chinook else None, force=args.force)
     print(f"demo project written to {demo.root}")
@@ -262,7 +262,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 def _cmd_data(args: argparse.Namespace) -> int:
     from nl2sql_assets.config import load_config
-    from nl2sql_assets.datasources.demo import ensure_demo_data
+    from nl2sql_assets.demo import ensure_demo_data
 
     config = load_config(_config_path(args))
     for ds_id, path in ensure_demo_data(config, chinook=Path(args.chinook) if args.chinook else None).items():

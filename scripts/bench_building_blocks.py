@@ -122,7 +122,7 @@ def bench_defs(config: Path, repeat: int) -> list[Row]:
 
 
 def bench_demo(chinook: Path, tmp: Path, repeat: int) -> list[Row]:
-    from nl2sql_assets.datasources import demo
+    from nl2sql_assets import demo
 
     counter = iter(range(10**6))
 
@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     slow = max(1, min(repeat, 3))
 
     from nl2sql_assets.datasources.chinook import resolve_chinook
-    from nl2sql_assets.datasources.demo import init_demo
+    from nl2sql_assets.demo import init_demo
 
     chinook = resolve_chinook(args.chinook)
     rows: list[Row] = []

@@ -56,10 +56,10 @@ def import_everything() -> dict[str, float]:
 
     started = time.perf_counter()
     import nl2sql_assets.datasources.chinook
-    import nl2sql_assets.datasources.demo
     import nl2sql_assets.datasources.duckdb_adapter
     import nl2sql_assets.datasources.registry
     import nl2sql_assets.datasources.sqlite
+    import nl2sql_assets.demo
     import nl2sql_assets.engine.pipeline
     import nl2sql_assets.evaluation.history.records
     import nl2sql_assets.evaluation.judging.scorers
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                 + [["total", _fmt_s(sum(import_times.values()))]])
 
     from nl2sql_assets.datasources.chinook import resolve_chinook
-    from nl2sql_assets.datasources.demo import init_demo
+    from nl2sql_assets.demo import init_demo
 
     values: list[int | None] = []
     for part in args.concurrency.split(","):

@@ -34,7 +34,7 @@ def bench(repeat: int, chinook: Path | None) -> list[Row]:
 
     from nl2sql_assets import Project
     from nl2sql_assets.datasources.chinook import resolve_chinook
-    from nl2sql_assets.datasources.demo import init_demo
+    from nl2sql_assets.demo import init_demo
     from nl2sql_assets.evaluation.suites import load_suite
     from nl2sql_assets.retrieval import embedder as emb
     from nl2sql_assets.retrieval.index import IndexStore, build_index, ensure_index, schema_entries

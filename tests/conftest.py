@@ -22,7 +22,7 @@ def chinook_path() -> Path:
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory: pytest.TempPathFactory, chinook_path: Path) -> Path:
     """One demo project per session, for tests to copy (generating its data takes about a second)."""
-    from nl2sql_assets.datasources.demo import init_demo
+    from nl2sql_assets.demo import init_demo
 
     return init_demo(tmp_path_factory.mktemp("demo-template") / "demo", chinook=chinook_path).root
 

@@ -1,7 +1,7 @@
-"""Datasources: read-only adapters for SQLite and DuckDB, the registry, schema snapshots and demo data.
+"""Datasources: read-only adapters for SQLite and DuckDB, the registry, schema snapshots and Chinook.
 
-The adapters and the demo generator import DuckDB; they are loaded on first use so that importing
-this package stays cheap.
+The adapters (DuckDB's is heavy) and Chinook's fetcher are loaded on first use so that importing
+this package stays cheap. The demo databases are ``nl2sql_assets.demo``.
 """
 
 from __future__ import annotations
@@ -23,17 +23,6 @@ from nl2sql_assets.datasources.values import normalise_rows, normalise_value
 
 if TYPE_CHECKING:
     from nl2sql_assets.datasources.chinook import CHINOOK_SHA256, CHINOOK_URL, ChinookError, resolve_chinook
-    from nl2sql_assets.datasources.demo import (
-        DEMO_POLICIES,
-        SUPPORT_QUESTIONS,
-        WEBANALYTICS_QUESTIONS,
-        DemoError,
-        DemoProject,
-        ensure_demo_data,
-        init_demo,
-        render_evals_yaml,
-        render_project_yaml,
-    )
     from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
     from nl2sql_assets.datasources.sqlite import SqliteAdapter
 
@@ -44,15 +33,6 @@ _LAZY = {
     "CHINOOK_SHA256": "nl2sql_assets.datasources.chinook",
     "ChinookError": "nl2sql_assets.datasources.chinook",
     "resolve_chinook": "nl2sql_assets.datasources.chinook",
-    "DEMO_POLICIES": "nl2sql_assets.datasources.demo",
-    "SUPPORT_QUESTIONS": "nl2sql_assets.datasources.demo",
-    "WEBANALYTICS_QUESTIONS": "nl2sql_assets.datasources.demo",
-    "DemoError": "nl2sql_assets.datasources.demo",
-    "DemoProject": "nl2sql_assets.datasources.demo",
-    "init_demo": "nl2sql_assets.datasources.demo",
-    "ensure_demo_data": "nl2sql_assets.datasources.demo",
-    "render_project_yaml": "nl2sql_assets.datasources.demo",
-    "render_evals_yaml": "nl2sql_assets.datasources.demo",
 }
 
 
@@ -70,16 +50,11 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CHINOOK_SHA256",
     "CHINOOK_URL",
-    "DEMO_POLICIES",
-    "SUPPORT_QUESTIONS",
-    "WEBANALYTICS_QUESTIONS",
     "ChinookError",
     "ColumnInfo",
     "DatasourceAdapter",
     "DatasourceError",
     "DatasourceRegistry",
-    "DemoError",
-    "DemoProject",
     "DuckDBAdapter",
     "ForeignKey",
     "QueryFailed",
@@ -90,12 +65,8 @@ __all__ = [
     "SqliteAdapter",
     "TableInfo",
     "check_read_only",
-    "ensure_demo_data",
-    "init_demo",
     "normalise_rows",
     "normalise_value",
     "open_adapter",
-    "render_evals_yaml",
-    "render_project_yaml",
     "resolve_chinook",
 ]

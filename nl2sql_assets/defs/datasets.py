@@ -19,7 +19,7 @@ SUITES_GROUP = "suites"
 def demo_datasets(project: ProjectResource) -> dg.MaterializeResult:
     """The project's demo databases: Chinook (checked by SHA-256) and the generated support and
     webanalytics DuckDB files. Files that are already right are left alone."""
-    from nl2sql_assets.datasources.demo import ensure_demo_data
+    from nl2sql_assets.demo import ensure_demo_data
 
     with project.open() as proj:
         paths = ensure_demo_data(proj.config)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from nl2sql_assets import Project
-from nl2sql_assets.datasources.demo import init_demo
+from nl2sql_assets.demo import init_demo
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, RUN_FINISHED, RUN_STARTED, Event
 from nl2sql_assets.engine.validator import GENERIC_REFUSAL
 from nl2sql_assets.evaluation.running import gold_llm

@@ -39,7 +39,7 @@ FIXED_TAGS = {
 }  # fmt: skip
 POLICY_TAGS = {"rbac-denial", "unanswerable"}
 
-# The demo policy's scopes on Chinook (nl2sql_assets.datasources.demo.DEMO_POLICIES).
+# The demo policy's scopes on Chinook (nl2sql_assets.demo.DEMO_POLICIES).
 ROLES = ("admin", "analyst", "viewer")
 CHINOOK_TABLES = {
     "Album", "Artist", "Customer", "Employee", "Genre", "Invoice", "InvoiceLine", "MediaType",
@@ -267,7 +267,7 @@ def test_outcomes_follow_the_demo_policy(suite: EvalSuite) -> None:
 
 def test_the_scopes_used_here_are_the_demo_policy() -> None:
     from nl2sql_assets.config import PoliciesConfig
-    from nl2sql_assets.datasources.demo import DEMO_POLICIES
+    from nl2sql_assets.demo import DEMO_POLICIES
 
     policies = PoliciesConfig.model_validate(DEMO_POLICIES)
     assert set(policies.roles) == set(ROLES)

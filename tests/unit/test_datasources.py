@@ -25,9 +25,9 @@ from nl2sql_assets.datasources import (
     normalise_value,
     open_adapter,
 )
-from nl2sql_assets.datasources.demo import read_chinook_customers, write_support
 from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
 from nl2sql_assets.datasources.sqlite import SqliteAdapter
+from nl2sql_assets.demo import read_chinook_customers, write_support
 
 CHINOOK = Path(os.environ.get("NL2SQL_CHINOOK", ""))
 

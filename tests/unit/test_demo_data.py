@@ -11,10 +11,11 @@ from typing import Any
 import duckdb
 import pytest
 
+from nl2sql_assets import demo
 from nl2sql_assets.config import DatasourceConfig, PoliciesConfig, ProjectConfig, load_config
-from nl2sql_assets.datasources import demo
 from nl2sql_assets.datasources.chinook import CHINOOK_SHA256, sha256_file
 from nl2sql_assets.datasources.duckdb_adapter import CONNECT_CONFIG, DuckDBAdapter
+from nl2sql_assets.demo import files as demo_files
 from nl2sql_assets.paths import packaged_suites_dir
 
 CHINOOK = Path(os.environ.get("NL2SQL_CHINOOK", ""))
@@ -296,7 +297,7 @@ def test_a_crash_while_writing_leaves_no_half_database(
     target = tmp_path / "support.duckdb"
     target.write_bytes(b"the previous file")
     calls = 0
-    real = demo._load_csv
+    real = demo_files._load_csv
 
     def crash_on_third(*args: Any) -> None:
         nonlocal calls
@@ -305,7 +306,7 @@ def test_a_crash_while_writing_leaves_no_half_database(
             raise RuntimeError("disk full")
         real(*args)
 
-    monkeypatch.setattr(demo, "_load_csv", crash_on_third)
+    monkeypatch.setattr(demo_files, "_load_csv", crash_on_third)
     with pytest.raises(RuntimeError, match="disk full"):
         demo.write_support(target, demo.read_chinook_customers(chinook_file))
     assert target.read_bytes() == b"the previous file"
@@ -482,7 +483,7 @@ def test_ensure_demo_data_leaves_other_datasources_alone(tmp_path: Path, chinook
 
 
 def test_root_config_files_are_what_the_demo_renders() -> None:
-    hint = "regenerate them with: python -m nl2sql_assets.datasources.demo"
+    hint = "regenerate them with: python -m nl2sql_assets.demo"
     assert (REPO / "nl2sql.yaml").read_text(encoding="utf-8") == demo.render_project_yaml(), hint
     assert (REPO / "evals.yaml").read_text(encoding="utf-8") == demo.render_evals_yaml(), hint
 

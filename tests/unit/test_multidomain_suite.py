@@ -30,10 +30,10 @@ from sqlglot.optimizer.scope import traverse_scope
 
 from nl2sql_assets.config import PoliciesConfig, load_config
 from nl2sql_assets.datasources.base import DatasourceAdapter, ReadOnlyViolation
-from nl2sql_assets.datasources.demo import DEMO_POLICIES
 from nl2sql_assets.datasources.guard import check_read_only
 from nl2sql_assets.datasources.registry import DatasourceRegistry
 from nl2sql_assets.datasources.schema import SchemaSnapshot
+from nl2sql_assets.demo import DEMO_POLICIES
 from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.engine.result import SECURITY_VIOLATION
 from nl2sql_assets.engine.sqlgen import generate_sql

@@ -21,7 +21,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
 
 from nl2sql_assets.datasources.chinook_questions import CHINOOK_QUESTIONS
-from nl2sql_assets.datasources.demo import (
+from nl2sql_assets.demo import (
     SUPPORT_QUESTIONS,
     WEBANALYTICS_QUESTIONS,
     evals_config_data,

@@ -25,6 +25,8 @@ class UsageError(UserError):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from nl2sql_assets.evaluation.running.modes import MODES
+
     p = argparse.ArgumentParser(prog="nl2sql-assets", description=__doc__.splitlines()[0])
     p.add_argument("--config", default=None,
                    help="path to nl2sql.yaml, or the project folder holding it (default: ./nl2sql.yaml)")
@@ -58,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     # Selectors take several values after one flag and may repeat (``--cases a --cases b``
     # runs both): "extend" keeps every value where nargs="+" alone would keep the last flag's.
     run.add_argument("--suite", action="extend", nargs="+", default=None, metavar="PATH")
-    run.add_argument("--mode", choices=["full", "plans", "retrieval"], default="full")
+    run.add_argument("--mode", choices=list(MODES), default="full")
     run.add_argument("--llm", action="extend", nargs="+", default=None, metavar="SPEC",
                      help="a preset, a file, or NAME=PRESET|FILE (repeat to compare)")
     run.add_argument("--cases", action="extend", nargs="+", default=None, metavar="ID/TAG")
@@ -117,8 +119,10 @@ def _progress() -> Any:
 
 
 def _cmd_eval_run(args: argparse.Namespace) -> int:
-    if args.mode == "full" and "CI" in os.environ:
-        raise UsageError("mode full spends money and never runs in CI (the CI variable is set)")
+    from nl2sql_assets.evaluation.running.modes import get_mode
+
+    if get_mode(args.mode).needs_key and "CI" in os.environ:
+        raise UsageError(f"mode {args.mode} spends money and never runs in CI (the CI variable is set)")
     if args.baseline and not Path(args.baseline).exists():  # before the run, which may cost money
         raise UsageError(f"--baseline {args.baseline}: no such file or folder")
     if args.out and Path(args.out).is_dir():  # checked before the run: never lose a finished run
@@ -131,11 +135,13 @@ def _cmd_eval_run(args: argparse.Namespace) -> int:
 def _eval_run(args: argparse.Namespace, project: Any) -> int:
     from nl2sql_assets.evaluation.reporting.gate import BaselineError
     from nl2sql_assets.evaluation.reporting.report import save_report
+    from nl2sql_assets.evaluation.running.modes import get_mode, llm_mode
 
+    mode = get_mode(args.mode)
     llm = None
     if args.llm:
-        if args.mode != "full":
-            raise UsageError("--llm applies to mode full only")
+        if not mode.takes_llm:
+            raise UsageError(f"--llm applies to mode {llm_mode().name} only")
         from nl2sql_assets.llm.presets import resolve_llm_spec
 
         llm = {}
@@ -161,7 +167,7 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     out = Path(args.out) if args.out else project.root / f"eval_{args.mode}.json"
     save_report(report, out)
     for name, board in report.configs.items():
-        if report.mode == "retrieval":
+        if not mode.executes:
             print(_retrieval_line(name, board))
             continue
         acc = board.accuracy.execution
@@ -194,7 +200,7 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
 
 
 def _retrieval_line(name: str, board: Any) -> str:
-    """Mode retrieval has no execution: cases passed, recall with what was sent, and routing."""
+    """A mode that executes nothing (retrieval): cases passed, recall with what was sent, and routing."""
     acc = board.accuracy.overall
     parts = [f"{name}: {acc.passed}/{acc.total} case runs passed ({acc.rate:.1%}, 95% CI {acc.low:.1%}-{acc.high:.1%})"]
     r = board.retrieval
@@ -327,12 +333,8 @@ def _llm_section_text(spec: str) -> str:
 def _cmd_configs(args: argparse.Namespace) -> int:
     from nl2sql_assets.config import load_config
     from nl2sql_assets.defs.partitions import CONFIGS, register_configs
-    from nl2sql_assets.evaluation.running.named_configs import (
-        KEY_FREE_CONFIGS,
-        project_configs_dir,
-        resolve_config,
-        validate_config_name,
-    )
+    from nl2sql_assets.evaluation.running.modes import reserved_config_names, resolve_config
+    from nl2sql_assets.evaluation.running.named_configs import project_configs_dir, validate_config_name
 
     with _dagster_instance() as instance:
         if args.configs_command == "list":
@@ -341,8 +343,9 @@ def _cmd_configs(args: argparse.Namespace) -> int:
             return 0
         config = load_config(_config_path(args))
         name = validate_config_name(args.name)
-        if args.llm and name in (*KEY_FREE_CONFIGS, "default"):
-            raise UsageError(f"config name {name!r} is reserved ({', '.join((*KEY_FREE_CONFIGS, 'default'))}); "
+        reserved = reserved_config_names()
+        if args.llm and name in reserved:
+            raise UsageError(f"config name {name!r} is reserved ({', '.join(reserved)}); "
                              "choose another name for an llm section")
         if args.llm:
             target = project_configs_dir(config) / f"{name}.yaml"

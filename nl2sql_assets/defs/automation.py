@@ -17,9 +17,9 @@ import dagster as dg
 from nl2sql_assets.defs.evals import LLM_TAG
 from nl2sql_assets.defs.partitions import CONFIGS, config_pass_key, register_configs
 from nl2sql_assets.defs.resources import ProjectResource
-from nl2sql_assets.evaluation.running.named_configs import KEY_FREE_CONFIGS
+from nl2sql_assets.evaluation.running.modes import key_free_configs
 
-NIGHTLY_CONFIGS = ("plans", "retrieval")  # the key-free configs
+NIGHTLY_CONFIGS = tuple(key_free_configs())  # plans and retrieval: no key, no cost
 NIGHTLY_TAG = "nl2sql/nightly"
 
 
@@ -76,7 +76,7 @@ def build_automation(config_path: Path, jobs: dict[str, Any]) -> list:
     @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
                description="Registers plans, retrieval, the shipped presets and configs/*.yaml as partitions.")
     def llm_config_sensor(context: dg.SensorEvaluationContext, project: ProjectResource) -> dg.SensorResult:
-        from nl2sql_assets.evaluation.running.named_configs import discover_configs
+        from nl2sql_assets.evaluation.running.modes import discover_configs
 
         with project.open() as proj:
             names = discover_configs(proj.config)
@@ -111,7 +111,6 @@ def build_automation(config_path: Path, jobs: dict[str, Any]) -> list:
             dg.RunRequest(run_key=f"nightly:{day}:{config}:1", partition_key=config_pass_key(config, 1),
                           tags={NIGHTLY_TAG: "true"})
             for config in NIGHTLY_CONFIGS
-            if config in KEY_FREE_CONFIGS
         ]
 
     return [new_baseline_sensor, llm_config_sensor, scoreboard_after_nightly, nightly_keyfree]

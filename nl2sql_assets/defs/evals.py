@@ -97,6 +97,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
     )
     def scoreboard(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
         from nl2sql_assets.evaluation.reporting.report import save_report, to_markdown
+        from nl2sql_assets.evaluation.running.modes import get_mode
         from nl2sql_assets.evaluation.steps import scoreboard_report
 
         config = context.partition_key
@@ -114,7 +115,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
             "passes": report.passes,
             "cost_per_case_usd": board.cost.per_case_usd,
             "latency_p95_s": board.latency.p95,
-            "case_runs": acc.execution.total if report.mode != "retrieval" else acc.overall.total,
+            "case_runs": (acc.execution if get_mode(report.mode).executes else acc.overall).total,
             **_retrieval_metadata(board),
             "board": dg.MetadataValue.md(to_markdown(board)),
             # Determinism needs two passes; with one there is nothing to plot.

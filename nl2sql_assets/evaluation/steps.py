@@ -22,7 +22,7 @@ from nl2sql_assets.evaluation.reporting.report import (
     RunStamp,
     build_report,
 )
-from nl2sql_assets.evaluation.running.named_configs import resolve_config
+from nl2sql_assets.evaluation.running.modes import MODES, resolve_config
 
 if TYPE_CHECKING:
     from nl2sql_assets.config import GateSettings
@@ -127,18 +127,17 @@ def scoreboard_report(suite_name: str, config_name: str, warehouse: Warehouse) -
     return build_report([r for _, records, _ in kept for r in records], merged)
 
 
-_MODE_ORDER = ("full", "plans", "retrieval")
-
-
 def suite_report(suite_name: str, warehouse: Warehouse, configs: list[str] | None = None) -> EvalReport:
     """Every config's board side by side (the report's comparison). Boards are compared within
-    one mode: the LLM configs (mode full) when there are any, else plans, else retrieval. The
-    configs of other modes are named in ``settings["configs_left_out"]``."""
+    one mode, the first in the registry's order that has boards: the LLM configs (mode full) when
+    there are any, else plans, else retrieval. The configs of other modes are named in
+    ``settings["configs_left_out"]``."""
     names = configs if configs is not None else warehouse.configs(suite_name)
     boards = {name: scoreboard_report(suite_name, name, warehouse) for name in names}
     if not boards:
         raise FileNotFoundError(f"no scoreboards stored for suite {suite_name!r} under {warehouse.root}")
-    mode = min((b.mode for b in boards.values()), key=_MODE_ORDER.index)
+    order = list(MODES)
+    mode = min((b.mode for b in boards.values()), key=order.index)
     same = [b for b in boards.values() if b.mode == mode]
     left_out = [name for name, b in boards.items() if b.mode != mode]
     records = [r for b in same for board in b.configs.values() for r in board.results]

@@ -28,7 +28,7 @@ from nl2sql_assets.config import PriceRow, load_config
 from nl2sql_assets.evaluation.history.records import iter_records, load_record
 from nl2sql_assets.evaluation.reporting.report import load_report
 from nl2sql_assets.evaluation.running import gold_llm
-from nl2sql_assets.evaluation.running.named_configs import resolve_config
+from nl2sql_assets.evaluation.running.modes import resolve_config
 from nl2sql_assets.evaluation.suites import EvalCase, load_suite
 from nl2sql_assets.project import Project
 from nl2sql_assets.yamlio import dump_yaml

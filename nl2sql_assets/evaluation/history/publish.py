@@ -27,6 +27,7 @@ from nl2sql_assets.evaluation.reporting.report import (
     percent,
     rate_cell,
 )
+from nl2sql_assets.evaluation.running.modes import get_mode
 
 START = "<!-- results:start -->"
 END = "<!-- results:end -->"
@@ -118,13 +119,17 @@ def _commit(record: BenchmarkRecord) -> str:
     return short + ("+dirty" if record.git_dirty is True else "")
 
 
+def _executes(record: BenchmarkRecord) -> bool:
+    return get_mode(record.kind).executes
+
+
 def _when(record: BenchmarkRecord) -> str:
     return record.recorded_at.strftime("%Y-%m-%d %H:%M")
 
 
 def _pass_k(record: BenchmarkRecord) -> str:
     pk = record.metrics.pass_k
-    rate = pk.overall if record.kind == "retrieval" else pk.execution
+    rate = pk.execution if _executes(record) else pk.overall
     if pk.k < 2 or rate.total == 0:
         return "—"
     return f"pass^{pk.k} {percent(rate.rate)}"
@@ -141,7 +146,7 @@ def _series_detail(series: _Series) -> str:
     schemas = ", ".join(f"`{d.datasource_id}` {d.engine} (`{d.schema_fingerprint[:12]}`)"
                         for d in first.databases)
     parts = [f"Suite {suites}; schema {schemas}"]
-    if first.kind == "full":
+    if get_mode(first.kind).uses_curated:
         parts.append(f"roles {', '.join(sorted(first.roles)) or 'none'}; "
                      f"curated answers {'on' if first.curated else 'off'}")
     return "; ".join(parts) + "."
@@ -160,13 +165,13 @@ def _recall(record: BenchmarkRecord) -> str:
 
 
 def _headline(record: BenchmarkRecord) -> Rate:
-    """Execution accuracy; mode retrieval has no execution, so its cases are read by status."""
+    """Execution accuracy; a mode that executes nothing (retrieval) is read by its cases' status."""
     m = record.metrics
-    return m.accuracy_all_scorers if record.kind == "retrieval" else m.execution
+    return m.execution if _executes(record) else m.accuracy_all_scorers
 
 
 def _lenient(record: BenchmarkRecord) -> str:
-    return "—" if record.kind == "retrieval" else rate_cell(record.metrics.execution_lenient)
+    return rate_cell(record.metrics.execution_lenient) if _executes(record) else "—"
 
 
 def render_benchmarks(root: Path) -> str:
@@ -189,7 +194,7 @@ def render_benchmarks(root: Path) -> str:
         lines += ["No runs recorded yet.", ""]
     for series in all_series:
         lines += [f"## {md_escape(_series_heading(series))}", "", md_escape(_series_detail(series)), ""]
-        retrieval = series.title[0] == "retrieval"
+        retrieval = not get_mode(series.title[0]).executes  # recall and routing instead of execution
         header = "| recorded (UTC) | " + ("accuracy" if retrieval else "execution accuracy")
         header += " (95% CI) | lenient | pass^k | " + ("recall / routing | " if retrieval else "")
         header += "cost per case | latency p50 | commit | note | record |"

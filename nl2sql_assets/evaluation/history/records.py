@@ -32,6 +32,7 @@ from nl2sql_assets.evaluation.reporting.report import (
     RetrievalSummary,
     RoutingSummary,
 )
+from nl2sql_assets.evaluation.running.modes import ModeName, get_mode
 from nl2sql_assets.evaluation.running.results import CaseRecord
 from nl2sql_assets.llm.calls import Usage
 
@@ -88,7 +89,7 @@ class BenchmarkRecord(StrictModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     schema_version: Literal[2] = Field(default=RECORD_SCHEMA, alias="schema")
-    kind: Literal["full", "plans", "retrieval"]
+    kind: ModeName
     recorded_at: datetime  # the run's own stamp, never the time it was published
     engine_version: str
     git_commit: str = UNKNOWN
@@ -172,16 +173,15 @@ SeriesKey = tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], bool |
 
 
 def series_key(item: BenchmarkRecord | EvalReport) -> SeriesKey:
-    """What makes two runs comparable: mode, suite digests, schema fingerprints and, in mode
-    full, the roles and whether curated answers were on."""
+    """What makes two runs comparable: mode, suite digests, schema fingerprints and what the mode
+    adds (mode full: the roles and whether curated answers were on)."""
     if isinstance(item, BenchmarkRecord):
         mode, digests = item.kind, [d.digest for d in item.datasets]
         fingerprints = [d.schema_fingerprint for d in item.databases]
     else:
         mode, digests = item.mode, [s.digest for s in item.suites]
         fingerprints = [d.schema_fingerprint for d in item.databases]
-    roles: tuple[str, ...] = tuple(sorted(item.roles)) if mode == "full" else ()
-    curated = item.curated if mode == "full" else None
+    roles, curated = get_mode(mode).series_of(item.roles, item.curated)
     return mode, tuple(sorted(digests)), tuple(sorted(fingerprints)), roles, curated
 
 

@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,9 +26,8 @@ from nl2sql_assets.evaluation.history.records import (
 )
 from nl2sql_assets.evaluation.reporting import stats
 from nl2sql_assets.evaluation.reporting.report import Board, EvalReport, case_key, load_report
+from nl2sql_assets.evaluation.running.modes import Measure, get_mode
 from nl2sql_assets.evaluation.running.results import CaseRecord
-
-Measure = Literal["execution", "execution_generated", "status"]  # status: mode retrieval
 
 
 class BaselineError(UserError):
@@ -158,21 +156,30 @@ def _series_break(run: _Side, base: _Side) -> str | None:
     if run.roles != base.roles:
         return (f"other roles: baseline {base.label} ran {', '.join(base.roles) or 'none'}, "
                 f"the run ran {', '.join(run.roles) or 'none'}")
-    if run.mode == "full" and run.curated != base.curated:
+    if get_mode(run.mode).uses_curated and run.curated != base.curated:
         return (f"curated answers differ: {'on' if base.curated else 'off'} in baseline {base.label}, "
                 f"{'on' if run.curated else 'off'} in the run")
     return None
 
 
-def _verdict(mode: str, generated: bool) -> Callable[[CaseRecord], str | None]:
-    def read(record: CaseRecord) -> str | None:
-        if generated and record.generated is not None:
-            record = record.generated
-        if mode == "retrieval":
-            return record.status  # no execution in mode retrieval
-        return record.execution_status  # None for routing cases: left out
+def _execution(record: CaseRecord) -> str | None:
+    return record.execution_status  # None for routing cases: left out
 
-    return read
+
+def _execution_generated(record: CaseRecord) -> str | None:
+    return _execution(record.generated if record.generated is not None else record)
+
+
+def _status(record: CaseRecord) -> str | None:
+    return record.status  # where nothing executes, a case is read by its status
+
+
+#: How the gate reads a case run on each measure a mode may ask for.
+VERDICTS: dict[Measure, Callable[[CaseRecord], str | None]] = {
+    "execution": _execution,
+    "execution_generated": _execution_generated,
+    "status": _status,
+}
 
 
 def key_passes(results: list[CaseRecord], verdict: Callable[[CaseRecord], str | None]) -> dict[str, bool]:
@@ -187,8 +194,8 @@ def key_passes(results: list[CaseRecord], verdict: Callable[[CaseRecord], str | 
     return runs
 
 
-def _compare(config: str, measure: Measure, run: Board, base: Board, mode: str) -> ConfigComparison:
-    verdict = _verdict(mode, measure == "execution_generated")
+def _compare(config: str, measure: Measure, run: Board, base: Board) -> ConfigComparison:
+    verdict = VERDICTS[measure]
     now = key_passes(run.results, verdict)
     before = key_passes(base.results, verdict)
     shared = [key for key in before if key in now]
@@ -234,28 +241,24 @@ def gate(report: EvalReport, baseline: EvalReport | BenchmarkRecord | str | Path
             f"no config in common: the run has {', '.join(report.configs) or 'none'}, "
             f"the baseline has {', '.join(base_boards) or 'none'}"))
 
-    # Mode retrieval executes nothing: its cases are read by their status (recall and routing).
-    measures: list[Measure] = ["status"] if report.mode == "retrieval" else ["execution"]
-    if report.mode == "full" and report.curated:
-        measures.append("execution_generated")
-    allowed = settings.max_regressions if report.mode == "full" else 0
+    rules = get_mode(report.mode).gate_rules(settings, report.curated)
     compared: list[ConfigComparison] = []
     regressions: list[str] = []
     for name in common:
         run_board, base_board = report.configs[name], base_boards[name]
-        for measure in measures:
-            comparison = _compare(name, measure, run_board, base_board, report.mode)
+        for measure in rules.measures:
+            comparison = _compare(name, measure, run_board, base_board)
             compared.append(comparison)
             lost, gained = comparison.lost, comparison.gained
             where = f"config {name} ({measure.replace('_', ', ')})"
-            if len(lost) > allowed:
+            if len(lost) > rules.max_lost:
                 regressions.append(
-                    f"{where}: {len(lost)} case(s) went from pass to fail, more than the {allowed} allowed "
+                    f"{where}: {len(lost)} case(s) went from pass to fail, more than the {rules.max_lost} allowed "
                     f"in mode {report.mode}: {_listed(lost)}")
-            if report.mode == "full" and len(lost) > len(gained) and comparison.p_value < settings.alpha:
+            if rules.alpha is not None and len(lost) > len(gained) and comparison.p_value < rules.alpha:
                 regressions.append(
                     f"{where}: a significant drop: {len(lost)} lost, {len(gained)} gained, "
-                    f"McNemar p = {comparison.p_value:.4f} < {settings.alpha}")
+                    f"McNemar p = {comparison.p_value:.4f} < {rules.alpha}")
         base_cost, cost = base_board.cost.per_case_usd, run_board.cost.per_case_usd
         if base_cost > 0 and (cost - base_cost) / base_cost > settings.max_cost_increase + 1e-12:
             regressions.append(

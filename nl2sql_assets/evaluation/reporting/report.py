@@ -20,11 +20,12 @@ from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE
 from nl2sql_assets.errors import validation_summary
+from nl2sql_assets.evaluation.judging.scorers import Verdict
 from nl2sql_assets.evaluation.reporting import stats
-from nl2sql_assets.evaluation.running.results import CaseRecord, Verdict
+from nl2sql_assets.evaluation.running.modes import ModeName, Stopped, get_mode
+from nl2sql_assets.evaluation.running.results import CaseRecord
 from nl2sql_assets.llm.calls import Usage
 
-Mode = Literal["full", "plans", "retrieval"]
 VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "skip")
 
 
@@ -77,7 +78,7 @@ class RunFacts(StrictModel):
     """What a run was, apart from its boards: shared by RunMeta (the runner's input to a
     report) and EvalReport (the report itself), so the two cannot drift apart."""
 
-    mode: Mode
+    mode: ModeName
     suites: list[SuiteRef] = Field(default_factory=list)
     roles: list[str] = Field(default_factory=list)
     passes: int = Field(default=1, ge=1)
@@ -85,7 +86,7 @@ class RunFacts(StrictModel):
     clarify: bool = False
     max_cost_usd: float | None = None
     spent: float = 0.0
-    stopped: Literal["max_cost"] | None = None
+    stopped: Stopped | None = None
     skipped: int = 0
     settings: dict[str, Any] = Field(default_factory=dict)
     databases: list[DatabaseRef] = Field(default_factory=list)
@@ -535,8 +536,8 @@ def _routing(scored: Sequence[CaseRecord]) -> RoutingSummary | None:
 
 
 def _answerability(scored: Sequence[CaseRecord], mode: str) -> Answerability | None:
-    if mode == "retrieval":
-        return None  # the resolver's answerability check is an LLM call and is not run
+    if not get_mode(mode).executes:
+        return None  # the resolver's answerability check runs only when the whole engine does
     unanswerable = [r for r in scored if r.expected == "unanswerable"]
     answerable = [r for r in scored if r.expected == "allowed"]
     if not unanswerable and not answerable:
@@ -582,9 +583,9 @@ def _with_reruns(records: Sequence[CaseRecord]) -> list[CaseRecord]:
 
 
 def _output(record: CaseRecord) -> tuple[str | None, str | None]:
-    """What must repeat across passes: the SQL and rows, or in mode retrieval (which has
-    neither) what was sent and the routing ranking."""
-    if record.mode == "retrieval":
+    """What must repeat across passes: the SQL and rows, or in a mode that executes nothing
+    (retrieval) what was sent and the routing ranking."""
+    if not get_mode(record.mode).executes:
         sent = None if record.retrieval is None else json.dumps(record.retrieval, sort_keys=True)
         return sent, None if record.routed is None else ",".join(record.routed)
     return record.sql, record.rows_sha256

@@ -1,20 +1,21 @@
-"""Named eval configs: ``plans`` and ``retrieval`` (key-free), and LLM configs (mode full).
+"""Named LLM configs: an llm section found by name, for the mode that runs models.
 
-An LLM config is an llm section found by name: a YAML file in the project's ``configs/``
-folder, or a shipped preset. Names become Dagster partition keys, so they are validated
+A name is a YAML file in the project's ``configs/`` folder, a shipped preset, or ``default``
+(nl2sql.yaml's own llm section). Names become Dagster partition keys, so they are validated
 here: letters, digits, ``_``, ``.`` and ``-`` only (a ``|`` or ``...`` would silently break
-multi-partition keys).
+multi-partition keys). Which mode a name runs in is the registry's business (``running.modes``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
 
 from nl2sql_assets.config import ConfigError, LLMConfig, ProjectConfig
+from nl2sql_assets.errors import RunRefused
 
-KEY_FREE_CONFIGS = ("plans", "retrieval")
+DEFAULT_CONFIG = "default"  # nl2sql.yaml's own llm section, or the one section a run is given
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -34,36 +35,45 @@ def project_configs_dir(config: ProjectConfig) -> Path:
     return config.root / "configs"
 
 
-def discover_configs(config: ProjectConfig) -> list[str]:
-    """Every config a project can run: the key-free ones, the shipped presets, ``configs/*.yaml``,
-    and ``default`` when nl2sql.yaml has its own llm section."""
+def llm_config_names(config: ProjectConfig) -> list[str]:
+    """The LLM configs a project can run: ``default`` when nl2sql.yaml has its own llm section,
+    the shipped presets, and ``configs/*.yaml``."""
     from nl2sql_assets.llm.presets import PRESETS_DIR
 
-    names: list[str] = list(KEY_FREE_CONFIGS)
-    if config.llm.default is not None:
-        names.append("default")
+    names: list[str] = [DEFAULT_CONFIG] if config.llm.default is not None else []
     for folder in (PRESETS_DIR, project_configs_dir(config)):
         if folder.is_dir():
             names.extend(p.stem for p in sorted(folder.glob("*.yaml")))
-    seen: list[str] = []
-    for name in names:
-        validate_config_name(name)
-        if name not in seen:
-            seen.append(name)
-    return seen
+    return names
 
 
-def resolve_config(name: str, config: ProjectConfig) -> tuple[Literal["plans", "retrieval", "full"], LLMConfig | None]:
-    """The mode a config runs in, and its llm section for mode full."""
-    validate_config_name(name)
-    if name in KEY_FREE_CONFIGS:
-        return name, None  # type: ignore[return-value]
-    if name == "default":
-        return "full", config.llm
+def find_llm_config(name: str, config: ProjectConfig) -> LLMConfig | None:
+    """The llm section named ``name``: ``default``, the project's ``configs/<name>.yaml``, else a
+    shipped preset; None when there is none."""
+    if name == DEFAULT_CONFIG:
+        return config.llm
     from nl2sql_assets.llm.presets import PRESETS_DIR, load_llm_file
 
     for folder in (project_configs_dir(config), PRESETS_DIR):
         path = folder / f"{name}.yaml"
         if path.is_file():
-            return "full", load_llm_file(path)
-    raise ConfigError(f"unknown config {name!r}: not a preset, not in {project_configs_dir(config)}")
+            return load_llm_file(path)
+    return None
+
+
+def llm_sections(config: ProjectConfig, llm: LLMConfig | Mapping[str, LLMConfig] | None) -> dict[str, LLMConfig]:
+    """The named llm sections a run answers with: the project's own as ``default`` when none is
+    given, one section as ``default``, or a mapping of (validated) names to sections."""
+    if llm is None:
+        return {DEFAULT_CONFIG: config.llm}
+    if isinstance(llm, LLMConfig):
+        return {DEFAULT_CONFIG: llm}
+    if not isinstance(llm, Mapping) or not llm:
+        raise RunRefused("llm must be None, one llm section (LLMConfig) or a non-empty mapping of names to them")
+    out: dict[str, LLMConfig] = {}
+    for name, section in llm.items():
+        validate_config_name(str(name))
+        if not isinstance(section, LLMConfig):
+            raise RunRefused(f"llm[{name!r}] must be an LLMConfig, not {type(section).__name__}")
+        out[str(name)] = section
+    return out

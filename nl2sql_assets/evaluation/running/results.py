@@ -11,10 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nl2sql_assets.evaluation.judging.scorers.base import Score
+from nl2sql_assets.evaluation.judging.scorers import Score, Verdict
+from nl2sql_assets.evaluation.running.modes import ModeName
 from nl2sql_assets.llm.calls import Usage
-
-Verdict = Literal["pass", "fail", "error", "skip"]
 
 
 class CaseRecord(BaseModel):
@@ -24,7 +23,7 @@ class CaseRecord(BaseModel):
     case_id: str
     role: str
     config: str
-    mode: Literal["full", "plans", "retrieval"]
+    mode: ModeName
     pass_index: int = 1
     expected: str
 

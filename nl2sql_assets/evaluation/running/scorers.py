@@ -16,9 +16,9 @@ from pydantic import BaseModel, ValidationError
 
 from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.judging.scorers import BUILTIN_SCORERS, INTERFACE_VERSION, Scorer
+from nl2sql_assets.evaluation.running.modes import MODES
 
 ENTRY_POINT_GROUP = "nl2sql.scorers"
-MODES = frozenset({"full", "plans", "retrieval"})
 
 
 class ScorerError(UserError, ValueError):
@@ -43,7 +43,7 @@ def check_scorer_class(name: str, cls: Any) -> None:
     if not (inspect.isclass(config_model) and issubclass(config_model, BaseModel)):
         raise ScorerError(f"{where}: config_model must be a pydantic model class, got {config_model!r}")
     modes = getattr(cls, "modes", None)
-    if not isinstance(modes, (frozenset, set)) or not modes or not set(modes) <= MODES:
+    if not isinstance(modes, (frozenset, set)) or not modes or not set(modes) <= set(MODES):
         raise ScorerError(f"{where}: modes must be a non-empty frozenset of {sorted(MODES)}, got {modes!r}")
     for attr in ("from_config", "score"):
         if not callable(getattr(cls, attr, None)):

@@ -20,7 +20,7 @@ from nl2sql_assets.evaluation.judging.scorers.outcome import Outcome
 from nl2sql_assets.evaluation.judging.scorers.result_match import ResultMatch
 from nl2sql_assets.evaluation.judging.scorers.retrieval_recall import RetrievalRecall
 from nl2sql_assets.evaluation.judging.scorers.routing import Routing, RoutingConfig
-from nl2sql_assets.evaluation.judging.scorers.verdict import EXECUTION_SCORERS, case_status
+from nl2sql_assets.evaluation.judging.scorers.verdict import EXECUTION_SCORERS, Verdict, case_status
 
 #: The built-ins, in the order the report lists them.
 BUILTIN_SCORERS: dict[str, type] = {
@@ -46,6 +46,7 @@ __all__ = [
     "RoutingConfig",
     "Score",
     "Scorer",
+    "Verdict",
     "case_status",
     "safe_score",
     "score_run",

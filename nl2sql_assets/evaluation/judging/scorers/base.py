@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,7 +11,6 @@ from nl2sql_assets.engine.result import QueryResult
 from nl2sql_assets.evaluation.suites import EvalCase, Outcome
 
 INTERFACE_VERSION = 1
-Mode = Literal["full", "plans", "retrieval"]
 
 
 class Score(BaseModel):
@@ -40,7 +39,7 @@ class CaseRun(BaseModel):
 
     case: EvalCase
     role: str
-    mode: Mode
+    mode: str  # the mode's name; a scorer names the modes it can score
     result: QueryResult
     rows: list[list[Any]] | None = None  # the first result set's rows, every one
     columns: list[str] = Field(default_factory=list)

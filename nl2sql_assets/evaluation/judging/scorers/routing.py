@@ -38,9 +38,10 @@ class Routing:
     def score(self, run: CaseRun) -> Score:
         if run.expected != "allowed":
             return Score()
-        wanted = list(run.case.datasources)
-        if run.mode == "retrieval":
-            return self._ranking(run, wanted)
+        read = {"full": self._used, "retrieval": self._ranking}[run.mode]  # one reading per mode it scores
+        return read(run, list(run.case.datasources))
+
+    def _used(self, run: CaseRun, wanted: list[str]) -> Score:
         used = list(run.result.datasources)
         missed = [d for d in wanted if d not in used]
         extra = [d for d in used if d not in wanted]

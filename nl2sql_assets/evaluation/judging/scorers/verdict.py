@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Literal
 
 from nl2sql_assets.evaluation.judging.scorers.base import Score
 
 EXECUTION_SCORERS = ("result_match", "outcome")
+#: A case run's status: every applicable scorer passed, one failed, one raised, or none applied.
+Verdict = Literal["pass", "fail", "error", "skip"]
 
 
 def score_message(score: Score) -> str:
@@ -24,7 +27,7 @@ def case_status(
     *,
     lenient: bool = False,
     only: Iterable[str] | None = None,
-) -> tuple[str, str]:
+) -> tuple[Verdict, str]:
     """``(status, reason)``: "error" when a scorer raised, "fail" when one failed, "pass" when
     every applicable one passed, "skip" when none applied. ``lenient`` reads result_match's
     lenient verdict; ``only`` restricts the verdict to those scorers (execution status)."""

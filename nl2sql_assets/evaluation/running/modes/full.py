@@ -1,0 +1,85 @@
+"""Mode ``full``: the whole engine on the configured model(s), priced and held under a dollar cap.
+
+Case runs go out one at a time: the cap's promise ("the run passes the cap by at most one case")
+only holds when the cost of every earlier case is known before the next one starts. Running
+cases concurrently would let several unknown costs land past the cap at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import ClassVar
+
+from nl2sql_assets.config import NODE_NAMES, GateSettings
+from nl2sql_assets.errors import RunRefused
+from nl2sql_assets.evaluation.running.modes import loops
+from nl2sql_assets.evaluation.running.modes.base import (
+    CaseJob,
+    CaseLoop,
+    ConfigRun,
+    GateRules,
+    Lineup,
+    Measure,
+    Mode,
+    RunSetup,
+    Stopped,
+    models_of,
+)
+from nl2sql_assets.evaluation.running.named_configs import llm_sections
+
+
+class FullMode(Mode):
+    name: ClassVar[str] = "full"
+    needs_key: ClassVar[bool] = True
+    takes_llm: ClassVar[bool] = True
+    uses_curated: ClassVar[bool] = True
+
+    @contextlib.contextmanager
+    def lineup(self, setup: RunSetup) -> Iterator[Lineup]:
+        config = setup.config
+        evals = config.evals_config
+        cap = setup.max_cost_usd if setup.max_cost_usd is not None else evals.max_cost_usd
+        if cap is None:
+            raise RunRefused(
+                "mode full calls a paid model and needs a dollar cap: pass max_cost_usd or set it in evals.yaml"
+            )
+        if cap <= 0:
+            raise RunRefused(f"max_cost_usd must be above 0, got {cap}")
+        curated = evals.curated if setup.curated is None else setup.curated
+        sections = llm_sections(config, setup.llm)
+        nodes = [n for n in NODE_NAMES if n != "curated" or (curated and config.curated)]
+        from nl2sql_assets.llm.prices import check_prices
+
+        check_prices(sections, nodes)  # before any call: an unpriced model stops the run here
+        from nl2sql_assets.llm.providers import missing_credentials
+
+        if problems := missing_credentials(sections, nodes):
+            raise RunRefused("no API key for mode full:\n  " + "\n  ".join(problems))
+        engine = setup.engine
+        configs: dict[str, ConfigRun] = {}
+        for name, section in sections.items():
+            runtime = engine.derive(llm=section, curated=curated, plan_cache=False, refusal_names_tables=False)
+            generated = (
+                engine.derive(llm=section, curated=False, plan_cache=False, refusal_names_tables=False)
+                if curated and config.curated
+                else None
+            )
+            configs[name] = ConfigRun(name, section, runtime, models_of(section, nodes), generated)
+        settings = {"plan_cache": False, "max_concurrency": 1, "retry_budget": config.settings.retry_budget}
+        yield Lineup(configs, settings, curated=curated, max_cost_usd=cap)
+
+    async def execute(self, loop: CaseLoop, jobs: Sequence[CaseJob]) -> Stopped | None:
+        cap = loop.lineup.max_cost_usd
+        assert cap is not None, "the lineup sets the cap"
+        return await loops.under_cap(loop, jobs, cap)
+
+    def gate_rules(self, settings: GateSettings, curated: bool) -> GateRules:
+        """Real models are not deterministic: a few flips are allowed, a significant drop is not;
+        with curated answers on, the model's own path (the curated-off reruns) is gated too."""
+        measures: tuple[Measure, ...] = ("execution", "execution_generated") if curated else ("execution",)
+        return GateRules(measures=measures, max_lost=settings.max_regressions, alpha=settings.alpha)
+
+    def series_of(self, roles: Sequence[str], curated: bool) -> tuple[tuple[str, ...], bool | None]:
+        """A paid run may ask a few roles only, with curated answers on or off: each is its own series."""
+        return tuple(sorted(roles)), curated

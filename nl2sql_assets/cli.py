@@ -135,7 +135,7 @@ def _cmd_eval_run(args: argparse.Namespace) -> int:
 def _eval_run(args: argparse.Namespace, project: Any) -> int:
     from nl2sql_assets.evaluation.reporting.gate import BaselineError
     from nl2sql_assets.evaluation.reporting.report import save_report
-    from nl2sql_assets.evaluation.running.modes import get_mode, llm_mode
+    from nl2sql_assets.evaluation.running import RunRequest, get_mode, llm_mode
 
     mode = get_mode(args.mode)
     llm = None
@@ -151,17 +151,9 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
                 raise UsageError(f"--llm {spec}: a config named {name!r} is given twice; "
                                  "name each with NAME=PRESET|FILE")
             llm[name] = section
-    report = project.evals.run(
-        args.suite,
-        mode=args.mode,
-        llm=llm,
-        cases=args.cases,
-        roles=args.roles,
-        passes=args.passes,
-        max_cost_usd=args.max_cost,
-        on_case=_progress(),
-        clarify=args.clarify,
-    )
+    request = RunRequest(suites=args.suite, mode=args.mode, llm=llm, cases=args.cases, roles=args.roles,
+                         passes=args.passes, max_cost_usd=args.max_cost, clarify=args.clarify)
+    report = project.evals.run_request(request, on_case=_progress())
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     out = Path(args.out) if args.out else project.root / f"eval_{args.mode}.json"

@@ -1,8 +1,13 @@
-"""Where the package's own files are, in a wheel install and in a checkout (editable install)."""
+"""Where the package's own files are, in a wheel install and in a checkout (editable install), and
+which commit of the checkout is running."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 from pathlib import Path
+from typing import Literal
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -29,7 +34,32 @@ def is_packaged(path: str | Path) -> bool:
 
 def repo_root() -> Path | None:
     """The checkout holding the package, found by walking up to ``.git``; None for a wheel."""
-    for parent in [PACKAGE_DIR, *PACKAGE_DIR.parents]:
+    return _find_git_root(PACKAGE_DIR)
+
+
+def git_info(start: Path | None = None) -> tuple[str, bool | Literal["unknown"]]:
+    """The commit of the checkout holding the package, and whether tracked files changed.
+    ``("unknown", "unknown")`` for a wheel install, without git, or when git fails."""
+    root = repo_root() if start is None else _find_git_root(start)
+    git = shutil.which("git")
+    if root is None or git is None:
+        return "unknown", "unknown"
+    try:
+        head = subprocess.run([git, "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        status = subprocess.run([git, "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", "unknown"
+    if not re.fullmatch(r"[0-9a-f]{7,64}", head):
+        return "unknown", "unknown"
+    return head, bool(status.strip())
+
+
+def _find_git_root(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` that holds ``.git``."""
+    start = start.resolve()
+    for parent in [start, *start.parents]:
         if (parent / ".git").exists():
             return parent
     return None

@@ -1,7 +1,8 @@
 """The Python API: ``Project.load("nl2sql.yaml")`` with ``.engine`` and ``.evals``.
 
-A thin facade over the library: it owns the datasource registry and the event bus of one
-project and hands them to the engine and the eval runner, so both see the same databases.
+A thin facade over the library, and the one place its runtime is assembled: a project owns its
+datasource registry, its event bus, its warehouse and its scorers, and builds the one Engine
+(with its schema retriever and datasource router) that every run derives its runtimes from.
 """
 
 from __future__ import annotations
@@ -17,24 +18,25 @@ from nl2sql_assets.engine.events import EventBus
 if TYPE_CHECKING:
     from nl2sql_assets.datasources.registry import DatasourceRegistry
     from nl2sql_assets.engine.pipeline import Engine
-    from nl2sql_assets.evaluation.history.warehouse import SpendLedger
+    from nl2sql_assets.evaluation.history import SpendLedger, Warehouse
+    from nl2sql_assets.evaluation.reporting import EvalReport
     from nl2sql_assets.evaluation.reporting.gate import GateResult
-    from nl2sql_assets.evaluation.reporting.report import EvalReport
-    from nl2sql_assets.evaluation.running.results import CaseRecord
-    from nl2sql_assets.evaluation.suites import EvalSuite
-    from nl2sql_assets.evaluation.suites.regenerate import RegenerateReport
-    from nl2sql_assets.evaluation.suites.seed import SeedReport
+    from nl2sql_assets.evaluation.running import CaseRecord, CaseRuns, RunRequest, ScorerRegistry
+    from nl2sql_assets.evaluation.suites import EvalSuite, RegenerateReport, SeedReport
 
 
 class Project:
-    """One project folder: its config, databases, engine and evals."""
+    """One project folder: its config, databases, engine and evals. ``bus`` and ``scorers`` let a
+    caller share an event bus or bring a scorer registry of its own (plugins added in code)."""
 
-    def __init__(self, config: ProjectConfig) -> None:
+    def __init__(self, config: ProjectConfig, *, bus: EventBus | None = None,
+                 scorers: ScorerRegistry | None = None) -> None:
         self.config = config
-        self.bus = EventBus()
+        self.bus = bus if bus is not None else EventBus()
         self._lock = threading.Lock()
         self._registry: DatasourceRegistry | None = None
         self._engine: Engine | None = None
+        self._scorers = scorers
         self.evals = Evals(self)
 
     @classmethod
@@ -55,8 +57,26 @@ class Project:
             return self._registry
 
     @property
+    def warehouse(self) -> Warehouse:
+        """The project's warehouse of runs (``warehouse/`` beside nl2sql.yaml)."""
+        from nl2sql_assets.evaluation.history import Warehouse
+
+        return Warehouse.for_project(self.root)
+
+    @property
+    def scorers(self) -> ScorerRegistry:
+        """The scorers a run may name: the built-ins, plugins registered in code, entry points."""
+        with self._lock:
+            if self._scorers is None:
+                from nl2sql_assets.evaluation.running import ScorerRegistry
+
+                self._scorers = ScorerRegistry.default()
+            return self._scorers
+
+    @property
     def engine(self) -> Engine:
         registry = self.registry
+        index_folder = self.warehouse.schema_index_dir
         with self._lock:
             if self._engine is None:
                 from nl2sql_assets.engine.pipeline import Engine
@@ -64,7 +84,7 @@ class Project:
 
                 # The schema retriever and the router embed lazily: nothing loads until a
                 # datasource above settings.retrieval.full_snapshot_max_tables is asked.
-                retriever, router = default_hooks(self.config, registry)
+                retriever, router = default_hooks(self.config, registry, folder=index_folder)
                 self._engine = Engine(self.config, registry=registry, bus=self.bus, retriever=retriever,
                                       router=router)
             return self._engine
@@ -78,6 +98,9 @@ class Project:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+OnCase = Callable[[str, "CaseRecord", float], None]
 
 
 class Evals:
@@ -110,32 +133,39 @@ class Evals:
         passes: int | None = None,
         pass_numbers: Sequence[int] | None = None,
         max_cost_usd: float | None = None,
-        on_case: Callable[[str, CaseRecord, float], None] | None = None,
+        on_case: OnCase | None = None,
         clarify: bool = False,
         budget: SpendLedger | None = None,
     ) -> EvalReport:
-        """Run the suites (evals.yaml's by default); ``budget`` shares the dollar cap with other runs."""
-        from nl2sql_assets.evaluation.running.runner import run_eval
+        """Run the suites (evals.yaml's by default); ``budget`` shares the dollar cap with other runs.
 
-        return run_eval(
-            self.config,
-            suites=[Path(s) for s in suites] if suites is not None else None,
-            mode=mode,
-            llm=llm,
-            cases=cases,
-            roles=roles,
-            scorers=scorers,
-            curated=curated,
-            passes=passes,
-            pass_numbers=pass_numbers,
-            max_cost_usd=max_cost_usd,
-            on_case=on_case,
-            clarify=clarify,
-            registry=self._project.registry,
-            bus=self._project.bus,
-            engine=self._project.engine,
-            budget=budget,
+        Options left None take evals.yaml's value. ``llm`` is None (nl2sql.yaml's own llm
+        section, reported as ``default``), one LLMConfig, or a mapping of names to them;
+        ``cases`` narrows by case id or tag; ``pass_numbers`` runs exactly those pass indexes;
+        ``on_case(config, record, spent)`` is called after each case run."""
+        from nl2sql_assets.evaluation.running import RunRequest
+
+        request = RunRequest(
+            suites=suites, mode=mode, llm=llm, cases=cases, roles=roles, scorers=scorers, curated=curated,
+            passes=passes, pass_numbers=pass_numbers, max_cost_usd=max_cost_usd, clarify=clarify,
         )
+        return self.run_request(request, on_case=on_case, budget=budget)
+
+    def run_request(self, request: RunRequest, *, on_case: OnCase | None = None,
+                    budget: SpendLedger | None = None) -> EvalReport:
+        """The report of a run request: its case runs, reported once."""
+        from nl2sql_assets.evaluation.reporting import build_report
+
+        runs = self.run_cases(request, on_case=on_case, budget=budget)
+        return build_report(runs.records, runs.meta)
+
+    def run_cases(self, request: RunRequest, *, on_case: OnCase | None = None,
+                  budget: SpendLedger | None = None) -> CaseRuns:
+        """The case records and the run's metadata, on the project's engine and scorers."""
+        from nl2sql_assets.evaluation.running import run_cases
+
+        project = self._project
+        return run_cases(request, project.engine, scorers=project.scorers, on_case=on_case, budget=budget)
 
     def gate(self, report: EvalReport, baseline: Any) -> GateResult:
         from nl2sql_assets.evaluation.reporting.gate import gate
@@ -143,7 +173,7 @@ class Evals:
         return gate(report, baseline, self.config.evals_config.gate)
 
     def regenerate(self, path: str | Path, *, allow_packaged: bool = False) -> RegenerateReport:
-        from nl2sql_assets.evaluation.suites.regenerate import regenerate
+        from nl2sql_assets.evaluation.suites import regenerate
 
         return regenerate(Path(path), self._project.registry, allow_packaged=allow_packaged)
 
@@ -158,12 +188,10 @@ class Evals:
         llm: LLMConfig | None = None,
     ) -> SeedReport:
         """Draft up to ``count`` unreviewed cases from the datasource's schema as ``role`` sees it."""
-        from nl2sql_assets.evaluation.suites.seed import seed
+        from nl2sql_assets.evaluation.suites import seed
 
         return seed(self.config, datasource_id, count=count, out=out, role=role, max_cost_usd=max_cost_usd,
                     registry=self._project.registry, llm=llm)
 
     def scorers(self) -> list[str]:
-        from nl2sql_assets.evaluation.running.scorers import ScorerRegistry
-
-        return ScorerRegistry.default().names()
+        return self._project.scorers.names()

@@ -127,15 +127,15 @@ def instrumented(timers: Timers) -> Iterator[None]:
     - the gold server's ``do_POST``: server-side handling time.
     - ``pipeline.validate_plan`` / ``pipeline.generate_sql``: imported by name into the pipeline.
     - ``SqliteAdapter.execute`` / ``DuckDBAdapter.execute``: ``executor.execute`` calls the method.
-    - ``runner.score_run``, ``report.build_report`` (imported inside ``arun_eval``) and the gold
-      server's ``start`` / ``stop``.
+    - ``runner.score_run``, ``reporting.build_report`` (imported by name inside the project's
+      ``run_request``) and the gold server's ``start`` / ``stop``.
     """
     import httpx
 
     from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
     from nl2sql_assets.datasources.sqlite import SqliteAdapter
     from nl2sql_assets.engine import pipeline
-    from nl2sql_assets.evaluation.reporting import report
+    from nl2sql_assets.evaluation import reporting
     from nl2sql_assets.evaluation.running import gold_llm, runner
     from nl2sql_assets.llm.client import _lib
 
@@ -151,7 +151,7 @@ def instrumented(timers: Timers) -> Iterator[None]:
         (runner, "score_run", _sync_timer(timers, "scoring", runner.score_run)),
         (gold_llm.GoldLLMServer, "start", _sync_timer(timers, "gold", gold_llm.GoldLLMServer.start)),
         (gold_llm.GoldLLMServer, "stop", _sync_timer(timers, "gold", gold_llm.GoldLLMServer.stop)),
-        (report, "build_report", _sync_timer(timers, "report", report.build_report)),
+        (reporting, "build_report", _sync_timer(timers, "report", reporting.build_report)),
     ]
     saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
     try:
@@ -249,7 +249,7 @@ def breakdown_rows(timers: Timers, wall: float, additive: bool) -> list[list[str
 
 #: Frames that only wrap the whole run (entry points, the event loop): left out of the cumulative view.
 _WRAPPERS = re.compile(
-    r"asyncio/|bench_plans\.py|nl2sql_assets/project\.py|runner\.py.*\b(a?run_eval|go|_one_case|_ask)\b"
+    r"asyncio/|bench_plans\.py|nl2sql_assets/project\.py|runner\.py.*\b(a?run_cases|answer|_ask)\b|loops\.py.*\b(concurrently|go)\b"
     r"|pipeline\.py.*\b(aask|_run|_generated)\b|method 'run' of '_contextvars|threading\.py"
 )
 

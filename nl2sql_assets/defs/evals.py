@@ -2,6 +2,7 @@
 regression gate as a blocking check, the report across configs, and benchmark records."""
 
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -62,17 +63,24 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                     "the case records go to the warehouse.",
     )
     def case_runs(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.steps import run_partition
+        from nl2sql_assets.evaluation.reporting import build_report
+        from nl2sql_assets.evaluation.running import RunRequest
 
         keys = context.partition_key.keys_by_dimension
         config, pass_index = keys["config"], int(keys["pass"])
         cap = context.run.tags.get(BUDGET_TAG)
         # Every run of one backfill draws on one spend ledger, so the cap covers the whole backfill.
         budget = context.run.tags.get("dagster/backfill") or context.run.run_id
+        warehouse = project.warehouse
         with project.open() as proj:
-            run = run_partition(proj, suite_path, config, pass_index, project.warehouse,
-                                max_cost_usd=float(cap) if cap else None, budget=budget)
-        board = next(iter(run.report.configs.values()))
+            request = RunRequest.for_config(config, proj.config, suites=[suite_path], pass_numbers=[pass_index],
+                                            max_cost_usd=float(cap) if cap else None)
+            started = time.perf_counter()
+            runs = proj.evals.run_cases(request, budget=warehouse.ledger(budget))
+            seconds = time.perf_counter() - started
+        path = warehouse.write_pass(suite_name, config, pass_index, runs.records, runs.meta)
+        report = build_report(runs.records, runs.meta)
+        board = next(iter(report.configs.values()))
         s = board.summary.total
         return dg.MaterializeResult(metadata={
             "passed": s["pass"], "failed": s["fail"], "errors": s["error"], "skipped": s["skip"],
@@ -80,10 +88,10 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
             "overall_accuracy": board.accuracy.overall.rate,
             **_retrieval_metadata(board),
             "cost_usd": board.cost.total_usd,
-            "seconds": round(run.seconds, 3),
-            "mode": run.report.mode,
-            "stopped": run.report.stopped or "",
-            "records": dg.MetadataValue.path(str(run.path)),
+            "seconds": round(seconds, 3),
+            "mode": report.mode,
+            "stopped": report.stopped or "",
+            "records": dg.MetadataValue.path(str(path)),
         })
 
     @dg.asset(

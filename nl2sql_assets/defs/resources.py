@@ -47,7 +47,7 @@ class ProjectResource(dg.ConfigurableResource):
 
     @property
     def warehouse(self) -> Warehouse:
-        return Warehouse(self.root / "warehouse")
+        return Warehouse.for_project(self.root)
 
     @property
     def benchmarks(self) -> Path:

@@ -35,7 +35,7 @@ def build_schema_index(config: ProjectConfig) -> dg.AssetsDefinition:
         from nl2sql_assets.retrieval.index import IndexStore
 
         with project.open() as proj:
-            store = IndexStore(proj.config, folder=project.warehouse.root / "schema_index")
+            store = IndexStore(proj.config, folder=project.warehouse.schema_index_dir)
             for key in sorted(context.selected_asset_keys, key=lambda k: k.path[-1]):
                 ds_id = key.path[-1]
                 started = time.perf_counter()

@@ -1,76 +1,22 @@
-"""The steps the asset graph runs, as plain functions over a project and its warehouse.
-
-Each Dagster asset is a few lines that call one of these, so every step can be run and
-tested without Dagster: one (config, pass) partition of case runs, a config's scoreboard
-over all its passes, the suite's report across configs, and the gate against the newest
+"""The steps the asset graph runs over the warehouse, as plain functions: a config's scoreboard
+over all its stored passes, the suite's report across configs, and the gate against the newest
 comparable record under ``benchmarks/``.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from nl2sql_assets.evaluation.history.warehouse import Warehouse
-from nl2sql_assets.evaluation.reporting.report import (
-    ConfigMeta,
-    EvalReport,
-    RunFacts,
-    RunMeta,
-    RunStamp,
-    build_report,
-)
-from nl2sql_assets.evaluation.running.modes import MODES, resolve_config
+from nl2sql_assets.evaluation.reporting.report import EvalReport, build_report
+from nl2sql_assets.evaluation.running.modes import MODES
+from nl2sql_assets.evaluation.running.results import CaseRecord, ConfigMeta, RunMeta, RunStamp
 
 if TYPE_CHECKING:
     from nl2sql_assets.config import GateSettings
     from nl2sql_assets.evaluation.reporting.gate import GateResult
-    from nl2sql_assets.project import Project
-
-
-@dataclass(frozen=True)
-class PartitionRun:
-    report: EvalReport
-    path: Path
-    seconds: float
-
-
-def run_partition(project: Project, suite_path: Path, config_name: str, pass_index: int, warehouse: Warehouse,
-                  *, max_cost_usd: float | None = None, budget: str | None = None) -> PartitionRun:
-    """Run one pass of one config over one suite and store its case records in the warehouse.
-
-    ``budget`` names a spend ledger shared by every partition of a backfill, so the dollar
-    cap holds across all of them, not per run."""
-    mode, llm = resolve_config(config_name, project.config)
-    started = time.perf_counter()
-    report = project.evals.run(
-        [suite_path],
-        mode=mode,
-        llm={config_name: llm} if llm is not None else None,
-        pass_numbers=[pass_index],
-        max_cost_usd=max_cost_usd,
-        budget=warehouse.ledger(budget) if budget else None,
-    )
-    seconds = time.perf_counter() - started
-    board_name = next(iter(report.configs))
-    records = [r.model_copy(update={"config": config_name}) for r in report.configs[board_name].results]
-    meta = run_meta_of(report).model_dump(mode="json")
-    path = warehouse.write_pass(suite_path.stem, config_name, pass_index, records, meta)
-    return PartitionRun(report=report, path=path, seconds=seconds)
-
-
-def run_meta_of(report: EvalReport) -> RunMeta:
-    """The RunMeta a report was built from (so passes stored apart can be merged later)."""
-    data = {name: getattr(report, name) for name in RunFacts.model_fields}
-    data["configs"] = {
-        name: ConfigMeta(models=board.models, planned_cases=board.planned_cases,
-                         completed_cases=board.completed_cases,
-                         unknown_cost_calls=board.cost.unknown_cost_calls)
-        for name, board in report.configs.items()
-    }
-    return RunMeta.model_validate(data)
 
 
 def merge_metas(metas: list[RunMeta], config_name: str) -> RunMeta:
@@ -104,10 +50,11 @@ def _series(meta: RunMeta) -> tuple:
             tuple(sorted(d.schema_fingerprint for d in meta.databases)))
 
 
-def scoreboard_report(suite_name: str, config_name: str, warehouse: Warehouse) -> EvalReport:
-    """A config's board over every stored pass of the newest series (pass^k and determinism need
-    them all). Passes stored before the suite or the schema changed are left out, and named in
-    ``settings["passes_left_out"]``, rather than mixed into a board they do not belong to."""
+def stored_board(suite_name: str, config_name: str, warehouse: Warehouse) -> tuple[list[CaseRecord], RunMeta]:
+    """A config's records over every stored pass of the newest series (pass^k and determinism
+    need them all), and one RunMeta for them. Passes stored before the suite or the schema
+    changed are left out, and named in ``settings["passes_left_out"]``, rather than mixed into a
+    board they do not belong to."""
     passes = []
     for n in warehouse.passes(suite_name, config_name):
         records, meta = warehouse.read_pass(suite_name, config_name, n)
@@ -124,7 +71,12 @@ def scoreboard_report(suite_name: str, config_name: str, warehouse: Warehouse) -
     merged = merge_metas([m for _, _, m in kept], config_name)
     if left_out:
         merged = merged.model_copy(update={"settings": {**merged.settings, "passes_left_out": left_out}})
-    return build_report([r for _, records, _ in kept for r in records], merged)
+    return [r for _, records, _ in kept for r in records], merged
+
+
+def scoreboard_report(suite_name: str, config_name: str, warehouse: Warehouse) -> EvalReport:
+    """A config's board over every stored pass of the newest series (see ``stored_board``)."""
+    return build_report(*stored_board(suite_name, config_name, warehouse))
 
 
 def suite_report(suite_name: str, warehouse: Warehouse, configs: list[str] | None = None) -> EvalReport:
@@ -133,15 +85,14 @@ def suite_report(suite_name: str, warehouse: Warehouse, configs: list[str] | Non
     there are any, else plans, else retrieval. The configs of other modes are named in
     ``settings["configs_left_out"]``."""
     names = configs if configs is not None else warehouse.configs(suite_name)
-    boards = {name: scoreboard_report(suite_name, name, warehouse) for name in names}
+    boards = {name: stored_board(suite_name, name, warehouse) for name in names}
     if not boards:
         raise FileNotFoundError(f"no scoreboards stored for suite {suite_name!r} under {warehouse.root}")
     order = list(MODES)
-    mode = min((b.mode for b in boards.values()), key=order.index)
-    same = [b for b in boards.values() if b.mode == mode]
-    left_out = [name for name, b in boards.items() if b.mode != mode]
-    records = [r for b in same for board in b.configs.values() for r in board.results]
-    metas = [run_meta_of(b) for b in same]
+    mode = min((meta.mode for _, meta in boards.values()), key=order.index)
+    same = [(records, meta) for records, meta in boards.values() if meta.mode == mode]
+    left_out = [name for name, (_, meta) in boards.items() if meta.mode != mode]
+    metas = [meta for _, meta in same]
     settings = dict(metas[0].settings)
     if left_out:
         settings["configs_left_out"] = left_out
@@ -151,7 +102,7 @@ def suite_report(suite_name: str, warehouse: Warehouse, configs: list[str] | Non
         "passes": max(m.passes for m in metas),
         "settings": settings,
     })
-    return build_report(records, merged)
+    return build_report([r for records, _ in same for r in records], merged)
 
 
 GateStatus = Literal["passed", "regressed", "no_baseline", "series_break", "bad_baseline"]

@@ -217,22 +217,15 @@ def ensure_index(snapshot: SchemaSnapshot, embedder: Embedder, folder: str | Pat
     return index
 
 
-def index_dir(config: ProjectConfig) -> Path:
-    """Where a project keeps its indexes: ``warehouse/schema_index/`` next to nl2sql.yaml (the
-    Dagster asset ``schema_index`` writes the same files)."""
-    return config.root / "warehouse" / "schema_index"
-
-
 class IndexStore:
     """The indexes of one project, built or loaded once per schema and shared by the retriever
     and the router (thread-safe)."""
 
     def __init__(self, config: ProjectConfig, embedder: Embedder | None = None,
-                 folder: str | Path | Literal["default"] | None = "default") -> None:
+                 folder: str | Path | None = None) -> None:
         self.config = config
         self._embedder = embedder
-        self.folder: Path | None = index_dir(config) if folder == "default" else (
-            Path(folder) if folder is not None else None)
+        self.folder: Path | None = Path(folder) if folder is not None else None  # None: in memory only
         self._indexes: dict[tuple[str, str], SchemaIndex] = {}
         self._lock = threading.Lock()
 

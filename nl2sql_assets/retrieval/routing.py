@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -84,9 +85,10 @@ class DatasourceRouter:
         return [ds for ds, _ in self.scores(question)][: self.candidates]
 
 
-def default_hooks(config: ProjectConfig, registry: Any) -> tuple[Any, DatasourceRouter]:
-    """The retriever and router a project's engine uses, sharing one index store."""
+def default_hooks(config: ProjectConfig, registry: Any, *, folder: Path | None) -> tuple[Any, DatasourceRouter]:
+    """The retriever and router a project's engine uses, sharing one index store whose indexes
+    are kept in ``folder`` (None: in memory only)."""
     from nl2sql_assets.retrieval.retriever import SchemaRetriever
 
-    store = IndexStore(config)
+    store = IndexStore(config, folder=folder)
     return SchemaRetriever(config, store), DatasourceRouter(config, registry, store)

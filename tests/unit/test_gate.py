@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,24 +12,31 @@ from nl2sql_assets.config import GateSettings
 from nl2sql_assets.evaluation.history.records import records_from_report, write_record
 from nl2sql_assets.evaluation.reporting.gate import BaselineError, gate
 from nl2sql_assets.evaluation.reporting.report import (
+    EvalReport,
+    build_report,
+)
+from nl2sql_assets.evaluation.running.results import (
+    CaseRecord,
     ConfigMeta,
     DatabaseRef,
-    EvalReport,
     RunMeta,
     RunStamp,
     SuiteRef,
-    build_report,
 )
-from nl2sql_assets.evaluation.running.results import CaseRecord
 
 
-def report(outcomes: dict[str, str | list[str]], *, mode: str = "full", config: str | None = None,
-           digest: str = "d1", fingerprint: str = "fp1", roles: tuple[str, ...] = ("analyst",),
-           curated: bool = True, cost: float = 0.01, day: int = 1, commit: str = "b" * 40,
-           generated: dict[str, str] | None = None, extra: list[CaseRecord] | None = None,
-           configs: tuple[str, ...] | None = None) -> EvalReport:
+def report(outcomes: dict[str, str | list[str]], **kw: Any) -> EvalReport:
     """``outcomes`` maps ``case`` (or ``case@role``) to its execution verdict, one per pass;
     ``generated`` maps a case to the verdict of its curated-off rerun."""
+    return build_report(*report_parts(outcomes, **kw))
+
+
+def report_parts(outcomes: dict[str, str | list[str]], *, mode: str = "full", config: str | None = None,
+                 digest: str = "d1", fingerprint: str = "fp1", roles: tuple[str, ...] = ("analyst",),
+                 curated: bool = True, cost: float = 0.01, day: int = 1, commit: str = "b" * 40,
+                 generated: dict[str, str] | None = None, extra: list[CaseRecord] | None = None,
+                 configs: tuple[str, ...] | None = None) -> tuple[list[CaseRecord], RunMeta]:
+    """The case records and the run metadata ``report`` builds its report from."""
     config = config or {"plans": "plans", "retrieval": "retrieval"}.get(mode, "default")
     names = configs or (config,)
     records: list[CaseRecord] = []
@@ -57,7 +65,7 @@ def report(outcomes: dict[str, str | list[str]], *, mode: str = "full", config: 
                    roles=list(roles), passes=passes, curated=curated and mode == "full", run_stamp=stamp,
                    database=DatabaseRef(datasource_id="chinook", engine="sqlite", schema_fingerprint=fingerprint),
                    configs={n: ConfigMeta() for n in names})
-    return build_report(records, meta)
+    return records, meta
 
 
 def cases(n: int, failing: set[int] = frozenset()) -> dict[str, str]:

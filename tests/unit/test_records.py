@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from nl2sql_assets.evaluation.history import records as records_mod
+from nl2sql_assets import paths as paths_mod
 from nl2sql_assets.evaluation.history.publish import END, START, publish, render_pages
 from nl2sql_assets.evaluation.history.records import (
     BenchmarkRecord,
-    git_info,
     iter_records,
     load_record,
     records_from_report,
@@ -20,15 +19,18 @@ from nl2sql_assets.evaluation.history.records import (
     write_record,
 )
 from nl2sql_assets.evaluation.reporting.report import (
+    EvalReport,
+    build_report,
+)
+from nl2sql_assets.evaluation.running.results import (
+    CaseRecord,
     ConfigMeta,
     DatabaseRef,
-    EvalReport,
     RunMeta,
     RunStamp,
     SuiteRef,
-    build_report,
 )
-from nl2sql_assets.evaluation.running.results import CaseRecord
+from nl2sql_assets.paths import git_info
 
 
 def report(*, mode: str = "plans", day: int = 1, commit: str = "abcdef0123456789" * 2 + "abcdef01",
@@ -117,17 +119,17 @@ def test_records_are_listed_oldest_first(tmp_path: Path) -> None:
 
 def test_git_info_in_this_checkout() -> None:
     commit, dirty = git_info()
-    if records_mod.paths.repo_root() is None:
+    if paths_mod.repo_root() is None:
         assert (commit, dirty) == ("unknown", "unknown")
     else:
         assert len(commit) == 40 and isinstance(dirty, bool)
 
 
 def test_git_fields_are_unknown_without_git(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(records_mod.paths, "repo_root", lambda: None)
+    monkeypatch.setattr(paths_mod, "repo_root", lambda: None)
     assert git_info() == ("unknown", "unknown")
     monkeypatch.undo()
-    monkeypatch.setattr(records_mod.shutil, "which", lambda name: None)
+    monkeypatch.setattr(paths_mod.shutil, "which", lambda name: None)
     assert git_info() == ("unknown", "unknown")
     assert git_info(tmp_path) == ("unknown", "unknown")  # a folder outside any checkout
     [record] = records_from_report(report(commit="unknown", dirty="unknown"))

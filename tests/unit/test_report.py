@@ -8,18 +8,20 @@ import pytest
 
 from nl2sql_assets.evaluation.judging.scorers.base import Score
 from nl2sql_assets.evaluation.reporting.report import (
-    ConfigMeta,
-    DatabaseRef,
     EvalReport,
     Rate,
-    RunMeta,
-    RunStamp,
-    SuiteRef,
     build_report,
     load_report,
     to_markdown,
 )
-from nl2sql_assets.evaluation.running.results import CaseRecord
+from nl2sql_assets.evaluation.running.results import (
+    CaseRecord,
+    ConfigMeta,
+    DatabaseRef,
+    RunMeta,
+    RunStamp,
+    SuiteRef,
+)
 from nl2sql_assets.llm.calls import Usage
 
 STAMP = RunStamp(started_at=datetime(2026, 3, 1, 9, 30, tzinfo=UTC),

@@ -193,16 +193,26 @@ import pytest  # noqa: E402
 from nl2sql_assets.config import CuratedAnswer, LLMConfig, PriceRow  # noqa: E402
 from nl2sql_assets.datasources.registry import DatasourceRegistry  # noqa: E402
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, RUN_STARTED, Event, EventBus  # noqa: E402
+from nl2sql_assets.errors import RunRefused  # noqa: E402
 from nl2sql_assets.evaluation.judging.scorers import NoConfig, Score  # noqa: E402
+from nl2sql_assets.evaluation.reporting import EvalReport  # noqa: E402
+from nl2sql_assets.evaluation.running import rows_sha256  # noqa: E402
 from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer  # noqa: E402
 from nl2sql_assets.evaluation.running.results import CaseRecord  # noqa: E402
-from nl2sql_assets.evaluation.running.runner import RunRefused, rows_sha256, run_eval  # noqa: E402
 from nl2sql_assets.evaluation.running.scorers import ScorerRegistry  # noqa: E402
 from nl2sql_assets.evaluation.running.selection import SelectionError  # noqa: E402
 from nl2sql_assets.evaluation.suites import suite_digest  # noqa: E402
 from nl2sql_assets.llm.prices import UnknownPriceError  # noqa: E402
+from nl2sql_assets.project import Project  # noqa: E402
 
 ROLE_RUNS = 14  # 3 + 3 + 3 + 3 + 2: small_005's viewer run expects clarify and is skipped
+
+
+def run_eval(config: ProjectConfig, *, bus: EventBus | None = None, scorer_registry: ScorerRegistry | None = None,
+             **options: Any) -> EvalReport:
+    """A run as a project makes it (``project.evals.run``), on the bus the test's gold servers hear."""
+    with Project(config, bus=bus, scorers=scorer_registry) as project:
+        return project.evals.run(**options)
 
 
 @pytest.fixture

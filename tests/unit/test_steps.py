@@ -7,19 +7,14 @@ from pathlib import Path
 from nl2sql_assets.config import GateSettings
 from nl2sql_assets.evaluation.history.records import records_from_report, write_record
 from nl2sql_assets.evaluation.history.warehouse import Warehouse
-from nl2sql_assets.evaluation.steps import (
-    gate_against_benchmarks,
-    run_meta_of,
-    scoreboard_report,
-    suite_report,
-)
-from tests.unit.test_gate import report
+from nl2sql_assets.evaluation.steps import gate_against_benchmarks, scoreboard_report, suite_report
+from tests.unit.test_gate import report, report_parts
 
 
 def _store(wh: Warehouse, pass_index: int, digest: str, day: int, verdict: str = "pass") -> None:
-    rep = report({"c1": verdict, "c2": "pass"}, mode="plans", digest=digest, day=day)
-    records = [r.model_copy(update={"pass_index": pass_index}) for r in rep.configs["plans"].results]
-    wh.write_pass("s", "plans", pass_index, records, run_meta_of(rep).model_dump(mode="json"))
+    records, meta = report_parts({"c1": verdict, "c2": "pass"}, mode="plans", digest=digest, day=day)
+    records = [r.model_copy(update={"pass_index": pass_index}) for r in records]
+    wh.write_pass("s", "plans", pass_index, records, meta)
 
 
 def test_passes_of_one_series_are_merged_with_pass_k(tmp_path: Path):
@@ -49,8 +44,8 @@ def test_passes_stored_before_the_suite_changed_are_left_out_and_named(tmp_path:
 def test_the_suite_report_compares_one_mode_and_names_the_configs_left_out(tmp_path: Path):
     wh = Warehouse(tmp_path)
     _store(wh, 1, "d1", day=1)  # config plans
-    rep = report({"c1": "pass"}, mode="retrieval", digest="d1", day=1)
-    wh.write_pass("s", "retrieval", 1, rep.configs["retrieval"].results, run_meta_of(rep).model_dump(mode="json"))
+    records, meta = report_parts({"c1": "pass"}, mode="retrieval", digest="d1", day=1)
+    wh.write_pass("s", "retrieval", 1, records, meta)
     combined = suite_report("s", wh)
     assert combined.mode == "plans" and list(combined.configs) == ["plans"]
     assert combined.settings["configs_left_out"] == ["retrieval"]

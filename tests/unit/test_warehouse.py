@@ -114,8 +114,7 @@ def test_concurrent_runs_sharing_a_ledger_pass_the_cap_by_at_most_one_case(tmp_p
 def test_two_mode_full_runs_share_one_budget(tmp_path: Path):
     """Two partitions of one backfill (two run_eval calls) draw on one ledger: together they stop at the cap."""
     from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer
-    from nl2sql_assets.evaluation.running.runner import run_eval
-    from tests.unit.test_runner import PRICE, small_cases, small_project
+    from tests.unit.test_runner import PRICE, run_eval, small_cases, small_project
 
     project = small_project(tmp_path)
     ledger = Warehouse(tmp_path / "warehouse").ledger("backfill-1")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,13 +15,11 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from nl2sql_assets import paths
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.errors import UserError, validation_summary
 from nl2sql_assets.evaluation.reporting.report import (
     Answerability,
     Board,
-    DatabaseRef,
     Determinism,
     EvalReport,
     Latency,
@@ -33,7 +29,7 @@ from nl2sql_assets.evaluation.reporting.report import (
     RoutingSummary,
 )
 from nl2sql_assets.evaluation.running.modes import ModeName, get_mode
-from nl2sql_assets.evaluation.running.results import CaseRecord
+from nl2sql_assets.evaluation.running.results import CaseRecord, DatabaseRef
 from nl2sql_assets.llm.calls import Usage
 
 RECORD_SCHEMA = 2
@@ -128,36 +124,6 @@ class BenchmarkRecord(StrictModel):
         lines = ",\n".join("      " + json.dumps(item, ensure_ascii=False) for item in results)
         listed = f"[\n{lines}\n    ]" if results else "[]"
         return text.replace(json.dumps(_RESULTS), listed, 1) + "\n"
-
-
-# ---------------------------------------------------------------- git
-
-
-def git_info(start: Path | None = None) -> tuple[str, bool | Literal["unknown"]]:
-    """The commit of the checkout holding the package, and whether tracked files changed.
-    ``("unknown", "unknown")`` for a wheel install, without git, or when git fails."""
-    root = paths.repo_root() if start is None else _find_git_root(start)
-    git = shutil.which("git")
-    if root is None or git is None:
-        return UNKNOWN, UNKNOWN
-    try:
-        head = subprocess.run([git, "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
-        status = subprocess.run([git, "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                                capture_output=True, text=True, timeout=10, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return UNKNOWN, UNKNOWN
-    if not re.fullmatch(r"[0-9a-f]{7,64}", head):
-        return UNKNOWN, UNKNOWN
-    return head, bool(status.strip())
-
-
-def _find_git_root(start: Path) -> Path | None:
-    start = start.resolve()
-    for parent in [start, *start.parents]:
-        if (parent / ".git").exists():
-            return parent
-    return None
 
 
 # ---------------------------------------------------------------- identity and series

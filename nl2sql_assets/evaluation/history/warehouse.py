@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nl2sql_assets.atomic import atomic_write
-from nl2sql_assets.evaluation.running.results import CaseRecord
+from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
 
 
 class Warehouse:
@@ -30,18 +30,30 @@ class Warehouse:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
+    @classmethod
+    def for_project(cls, project_root: str | Path) -> Warehouse:
+        """A project's warehouse: ``warehouse/`` beside its nl2sql.yaml."""
+        return cls(Path(project_root) / "warehouse")
+
+    @property
+    def schema_index_dir(self) -> Path:
+        """Where each datasource's schema index is kept (the engine's retriever reads them)."""
+        return self.root / "schema_index"
+
     # ------------------------------------------------------------ case records
 
     def partition_dir(self, suite: str, config: str) -> Path:
         return self.root / "case_records" / f"suite={suite}" / f"config={config}"
 
     def write_pass(self, suite: str, config: str, pass_index: int, records: list[CaseRecord],
-                   meta: dict[str, Any]) -> Path:
-        """Replace the records of one (suite, config, pass); returns the JSONL path."""
+                   meta: RunMeta | dict[str, Any]) -> Path:
+        """Replace the records of one (suite, config, pass) and the RunMeta they were run with;
+        returns the JSONL path."""
         folder = self.partition_dir(suite, config)
         path = folder / f"pass={pass_index}.jsonl"
+        data = meta.model_dump(mode="json") if isinstance(meta, RunMeta) else meta
         atomic_write(path, "".join(r.model_dump_json() + "\n" for r in records))
-        atomic_write(folder / f"pass={pass_index}.meta.json", json.dumps(meta, indent=1, sort_keys=True))
+        atomic_write(folder / f"pass={pass_index}.meta.json", json.dumps(data, indent=1, sort_keys=True))
         return path
 
     def passes(self, suite: str, config: str) -> list[int]:

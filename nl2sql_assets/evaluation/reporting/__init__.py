@@ -1,1 +1,33 @@
-"""Reporting: boards built from case records, their statistics, and the regression gate."""
+"""Reporting: boards built from case records and a run's metadata (accuracies with Wilson
+intervals, pass^k, determinism, cost, latency, what each scorer contributes), their statistics,
+and the regression gate's comparison of a run with a baseline."""
+
+from nl2sql_assets.evaluation.reporting.report import (
+    Board,
+    EvalReport,
+    Rate,
+    build_board,
+    build_report,
+    case_key,
+    load_report,
+    md_escape,
+    percent,
+    rate_cell,
+    save_report,
+    to_markdown,
+)
+
+__all__ = [
+    "Board",
+    "EvalReport",
+    "Rate",
+    "build_board",
+    "build_report",
+    "case_key",
+    "load_report",
+    "md_escape",
+    "percent",
+    "rate_cell",
+    "save_report",
+    "to_markdown",
+]

@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.config import StrictModel
@@ -22,92 +21,16 @@ from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE
 from nl2sql_assets.errors import validation_summary
 from nl2sql_assets.evaluation.judging.scorers import Verdict
 from nl2sql_assets.evaluation.reporting import stats
-from nl2sql_assets.evaluation.running.modes import ModeName, Stopped, get_mode
-from nl2sql_assets.evaluation.running.results import CaseRecord
+from nl2sql_assets.evaluation.running.modes import get_mode
+from nl2sql_assets.evaluation.running.results import (
+    CaseRecord,
+    ConfigMeta,
+    RunFacts,
+    RunMeta,
+)
 from nl2sql_assets.llm.calls import Usage
 
 VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "skip")
-
-
-# ---------------------------------------------------------------- what the runner fills in
-
-
-class SuiteRef(StrictModel):
-    name: str
-    path: str
-    digest: str  # SHA-256 of the suite file's LF bytes
-
-
-class DatabaseRef(StrictModel):
-    datasource_id: str
-    engine: str
-    schema_fingerprint: str
-    tables: int = 0
-    columns: int = 0
-
-
-class ConfigMeta(StrictModel):
-    models: dict[str, str] = Field(default_factory=dict)  # node -> provider/model
-    planned_cases: int = 0
-    completed_cases: int = 0
-    unknown_cost_calls: int = 0
-
-
-class RunStamp(StrictModel):
-    """When a run happened and on which code; records copy it, never the clock at publish time."""
-
-    started_at: datetime
-    finished_at: datetime
-    package_version: str
-    git_commit: str = "unknown"
-    git_dirty: bool | Literal["unknown"] = "unknown"
-
-
-def _one_database_as_list(data: Any) -> Any:
-    """Accept ``database=`` (one ref or a list) as a spelling of ``databases=``."""
-    if isinstance(data, dict) and "database" in data:
-        data = dict(data)
-        value = data.pop("database")
-        if "databases" in data:
-            raise ValueError("database: give either database or databases, not both")
-        data["databases"] = [] if value is None else value if isinstance(value, list) else [value]
-    return data
-
-
-class RunFacts(StrictModel):
-    """What a run was, apart from its boards: shared by RunMeta (the runner's input to a
-    report) and EvalReport (the report itself), so the two cannot drift apart."""
-
-    mode: ModeName
-    suites: list[SuiteRef] = Field(default_factory=list)
-    roles: list[str] = Field(default_factory=list)
-    passes: int = Field(default=1, ge=1)
-    curated: bool = False
-    clarify: bool = False
-    max_cost_usd: float | None = None
-    spent: float = 0.0
-    stopped: Stopped | None = None
-    skipped: int = 0
-    settings: dict[str, Any] = Field(default_factory=dict)
-    databases: list[DatabaseRef] = Field(default_factory=list)
-    scorers: list[str] = Field(default_factory=list)
-    run_stamp: RunStamp
-    comparator_version: int = 1
-
-    @model_validator(mode="before")
-    @classmethod
-    def _accept_database(cls, data: Any) -> Any:
-        return _one_database_as_list(data)
-
-    @property
-    def database(self) -> DatabaseRef | None:
-        return self.databases[0] if self.databases else None
-
-
-class RunMeta(RunFacts):
-    """Everything about a run that is not a case record; the runner builds it."""
-
-    configs: dict[str, ConfigMeta] = Field(default_factory=dict)  # in the order to report them
 
 
 # ---------------------------------------------------------------- the board
@@ -695,13 +618,8 @@ def build_report(records: list[CaseRecord], meta: RunMeta) -> EvalReport:
     for record in records:
         grouped.setdefault(record.config, []).append(record)
     boards = {name: build_board(name, group, meta) for name, group in grouped.items()}
-    return EvalReport(
-        mode=meta.mode, suites=meta.suites, roles=meta.roles, passes=meta.passes, curated=meta.curated,
-        clarify=meta.clarify, max_cost_usd=meta.max_cost_usd, spent=meta.spent, stopped=meta.stopped,
-        skipped=meta.skipped, settings=meta.settings, databases=meta.databases, configs=boards,
-        comparison=_comparison(boards), scorers=meta.scorers, run_stamp=meta.run_stamp,
-        comparator_version=meta.comparator_version,
-    )
+    facts = {name: getattr(meta, name) for name in RunFacts.model_fields}
+    return EvalReport(**facts, configs=boards, comparison=_comparison(boards))
 
 
 # ---------------------------------------------------------------- Markdown

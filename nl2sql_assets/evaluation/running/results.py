@@ -1,24 +1,26 @@
-"""CaseRecord: the compact, JSON-safe verdict on one case run (what boards, the gate and records read).
+"""What a run produces: a CaseRecord per case run, and the RunMeta of the run.
 
-Records keep verdicts, reasons, hashes, cost and latency, never whole result sets: the
+A CaseRecord is the compact, JSON-safe verdict on one case run (what boards, the gate and
+records read). Records keep verdicts, reasons, hashes, cost and latency, never whole result sets: the
 rows are summarised by ``rows_sha256`` and ``row_count`` so determinism can be checked
 across passes without storing data.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, model_validator
 
+from nl2sql_assets.config import StrictModel
 from nl2sql_assets.evaluation.judging.scorers import Score, Verdict
-from nl2sql_assets.evaluation.running.modes import ModeName
+from nl2sql_assets.evaluation.running.modes import ModeName, Stopped
+from nl2sql_assets.evaluation.running.request import RunRequest
 from nl2sql_assets.llm.calls import Usage
 
 
-class CaseRecord(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class CaseRecord(StrictModel):
     suite: str
     case_id: str
     role: str
@@ -58,3 +60,95 @@ class CaseRecord(BaseModel):
     faithfulness: dict[str, Any] | None = None
     retrieval: dict[str, Any] | None = None
     routed: list[str] | None = None
+
+
+# ---------------------------------------------------------------- the run's metadata
+
+
+class SuiteRef(StrictModel):
+    name: str
+    path: str
+    digest: str  # SHA-256 of the suite file's LF bytes
+
+
+class DatabaseRef(StrictModel):
+    datasource_id: str
+    engine: str
+    schema_fingerprint: str
+    tables: int = 0
+    columns: int = 0
+
+
+class ConfigMeta(StrictModel):
+    models: dict[str, str] = Field(default_factory=dict)  # node -> provider/model
+    planned_cases: int = 0
+    completed_cases: int = 0
+    unknown_cost_calls: int = 0
+
+
+class RunStamp(StrictModel):
+    """When a run happened and on which code; records copy it, never the clock at publish time."""
+
+    started_at: datetime
+    finished_at: datetime
+    package_version: str
+    git_commit: str = "unknown"
+    git_dirty: bool | Literal["unknown"] = "unknown"
+
+
+def _one_database_as_list(data: Any) -> Any:
+    """Accept ``database=`` (one ref or a list) as a spelling of ``databases=``."""
+    if isinstance(data, dict) and "database" in data:
+        data = dict(data)
+        value = data.pop("database")
+        if "databases" in data:
+            raise ValueError("database: give either database or databases, not both")
+        data["databases"] = [] if value is None else value if isinstance(value, list) else [value]
+    return data
+
+
+class RunFacts(StrictModel):
+    """What a run was, apart from its boards: shared by RunMeta (what running cases returns
+    beside the records) and EvalReport (the report built from both), so the two cannot drift
+    apart. ``request`` is the request exactly as it was given (None in reports made before there
+    was one, and in boards merged from several stored passes it is the first pass's)."""
+
+    request: RunRequest | None = None
+    mode: ModeName
+    suites: list[SuiteRef] = Field(default_factory=list)
+    roles: list[str] = Field(default_factory=list)
+    passes: int = Field(default=1, ge=1)
+    curated: bool = False
+    clarify: bool = False
+    max_cost_usd: float | None = None
+    spent: float = 0.0
+    stopped: Stopped | None = None
+    skipped: int = 0
+    settings: dict[str, Any] = Field(default_factory=dict)
+    databases: list[DatabaseRef] = Field(default_factory=list)
+    scorers: list[str] = Field(default_factory=list)
+    run_stamp: RunStamp
+    comparator_version: int = 1
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_database(cls, data: Any) -> Any:
+        return _one_database_as_list(data)
+
+    @property
+    def database(self) -> DatabaseRef | None:
+        return self.databases[0] if self.databases else None
+
+
+class RunMeta(RunFacts):
+    """Everything about a run that is not a case record; the runner builds it."""
+
+    configs: dict[str, ConfigMeta] = Field(default_factory=dict)  # in the order to report them
+
+
+class CaseRuns(StrictModel):
+    """What running cases gives back: the case records and the run's metadata. A report is
+    built from the two once (``reporting.build_report``); the warehouse stores them as they are."""
+
+    records: list[CaseRecord] = Field(default_factory=list)
+    meta: RunMeta

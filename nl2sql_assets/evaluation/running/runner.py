@@ -17,12 +17,12 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nl2sql_assets.config import LLMConfig, ProjectConfig
+from nl2sql_assets.config import ProjectConfig
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, Event, EventBus
 from nl2sql_assets.engine.result import QueryResult
 from nl2sql_assets.errors import RunRefused
@@ -45,13 +45,13 @@ from nl2sql_assets.evaluation.running.modes import (
     get_mode,
     llm_mode,
 )
-from nl2sql_assets.evaluation.running.results import CaseRecord
+from nl2sql_assets.evaluation.running.request import RunRequest
+from nl2sql_assets.evaluation.running.results import CaseRecord, CaseRuns, RunMeta
 from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
 from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError, role_runs, select_cases
 
 if TYPE_CHECKING:
     from nl2sql_assets.engine.pipeline import Engine
-    from nl2sql_assets.evaluation.reporting.report import EvalReport, RunMeta
     from nl2sql_assets.evaluation.suites import EvalSuite
 
 log = logging.getLogger(__name__)
@@ -63,10 +63,10 @@ __all__ = [
     "ENGINE_ERROR",
     "RunRefused",
     "SelectionError",
-    "arun_eval",
+    "arun_cases",
     "build_case_record",
     "rows_sha256",
-    "run_eval",
+    "run_cases",
 ]
 
 
@@ -387,108 +387,68 @@ def _accuracies(records: list[CaseRecord], first: str | None) -> tuple[float, fl
 # ---------------------------------------------------------------- the entry points
 
 
-async def arun_eval(
-    config: ProjectConfig,
-    *,
-    suites: Sequence[str | Path] | None = None,
-    mode: str = "full",
-    llm: LLMConfig | Mapping[str, LLMConfig] | None = None,
-    cases: Sequence[str] | None = None,
-    roles: Sequence[str] | None = None,
-    scorers: Sequence[str] | None = None,
-    curated: bool | None = None,
-    passes: int | None = None,
-    pass_numbers: Sequence[int] | None = None,
-    max_cost_usd: float | None = None,
-    on_case: OnCase | None = None,
-    clarify: bool = False,
-    registry: Any = None,
-    bus: EventBus | None = None,
-    scorer_registry: ScorerRegistry | None = None,
-    engine: Engine | None = None,
-    budget: Budget | None = None,
-) -> EvalReport:
-    """``run_eval`` on the running event loop."""
+async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | None = None,
+                     on_case: OnCase | None = None, budget: Budget | None = None) -> CaseRuns:
+    """``run_cases`` on the running event loop."""
     from nl2sql_assets import __version__
-    from nl2sql_assets.evaluation.history.records import git_info
     from nl2sql_assets.evaluation.judging import COMPARATOR_VERSION
-    from nl2sql_assets.evaluation.reporting.report import RunMeta, build_report
     from nl2sql_assets.evaluation.suites import suite_digest
+    from nl2sql_assets.paths import git_info
 
     started_at = datetime.now(UTC)
-    run_mode = get_mode(mode)
+    mode = get_mode(request.mode)
+    config = engine.config
     evals = config.evals_config
 
     # What to run.
-    loaded = _load_suites(config, suites)
-    selected = select_cases([(name, suite) for name, _, suite in loaded], cases)
+    loaded = _load_suites(config, request.suites)
+    selected = select_cases([(name, suite) for name, _, suite in loaded], request.cases)
     if not selected:
         raise SelectionError(f"no approved case in suite(s) {[name for name, _, _ in loaded]}")
-    runs, skipped = role_runs(selected, roles, clarify=clarify)
-    runs = run_mode.select(runs)
+    runs, skipped = role_runs(selected, request.roles, clarify=request.clarify)
+    runs = mode.select(runs)
     _check_roles(config, runs)
-    n_passes = passes if passes is not None else evals.passes
-    if n_passes < 1:
-        raise RunRefused(f"passes must be at least 1, got {n_passes}")
-    pass_list = sorted(set(pass_numbers)) if pass_numbers else list(range(1, n_passes + 1))
-    if any(p < 1 for p in pass_list):
-        raise RunRefused(f"pass numbers start at 1, got {pass_list}")
+    pass_list = (sorted(set(request.pass_numbers)) if request.pass_numbers
+                 else list(range(1, (request.passes if request.passes is not None else evals.passes) + 1)))
 
-    scorer_names = list(scorers) if scorers is not None else list(evals.scorers)
+    scorer_names = list(request.scorers) if request.scorers is not None else list(evals.scorers)
     try:
-        built = (scorer_registry or ScorerRegistry.default()).build(
-            scorer_names, run_mode.name,
-            configs={"routing": {"max_datasources": config.settings.routing.max_datasources}},
-        )
+        built = (scorers or ScorerRegistry.default()).build(scorer_names, mode.name, project=config)
     except ScorerError as exc:
-        if scorers is not None or evals.source is None:
+        if request.scorers is not None or evals.source is None:
             raise
         raise ScorerError(f"{evals.source}: scorers: {exc}") from None  # the names came from that file
+    databases = _databases(engine.registry, runs)
 
-    # The engine every runtime derives from, and the bus they publish on.
-    own_engine = engine is None
-    if engine is None:
-        from nl2sql_assets.engine.pipeline import Engine
-        from nl2sql_assets.retrieval.routing import default_hooks
+    # The mode sets its runtimes up (all derived from the engine, on its datasources and bus).
+    if request.llm is not None and not mode.takes_llm:
+        raise RunRefused(f"llm= is for mode {llm_mode().name}; {mode.no_llm}")
+    setup = RunSetup(config=config, engine=engine, runs=runs, llm=request.llm, curated=request.curated,
+                     max_cost_usd=request.max_cost_usd)
+    with mode.lineup(setup) as lineup:
+        jobs = _jobs(runs, pass_list, list(lineup.configs))
+        for job in jobs:
+            lineup.configs[job.config].planned += 1
+        cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget)
+        stopped = await mode.execute(cases, jobs)
 
-        engine = Engine(config, registry=registry, bus=bus if bus is not None else EventBus())
-        engine.retriever, engine.router = default_hooks(config, engine.registry)
-    elif bus is not None and engine.bus is not bus:
-        raise RunRefused("engine= and bus= disagree: the engine publishes on another bus")
-    bus = engine.bus
-    ds_registry = engine.registry
-    databases = _databases(ds_registry, runs)
-
-    try:
-        if llm is not None and not run_mode.takes_llm:
-            raise RunRefused(f"llm= is for mode {llm_mode().name}; {run_mode.no_llm}")
-        setup = RunSetup(config=config, engine=engine, runs=runs, llm=llm, curated=curated, max_cost_usd=max_cost_usd)
-        with run_mode.lineup(setup) as lineup:
-            jobs = _jobs(runs, pass_list, list(lineup.configs))
-            for job in jobs:
-                lineup.configs[job.config].planned += 1
-            cases_run = _Cases(run_mode, config, lineup, built, bus, jobs, on_case, budget)
-            stopped = await run_mode.execute(cases_run, jobs)
-    finally:
-        if own_engine and registry is None:
-            ds_registry.close()
-
-    records = [r for r in cases_run.records if r is not None]
+    records = [r for r in cases.records if r is not None]
     git_commit, git_dirty = git_info()
-    meta: RunMeta = RunMeta(
-        mode=run_mode.name,
-        suites=[{"name": name, "path": str(path), "digest": suite_digest(path)} for name, path, _ in loaded],
-        roles=sorted({rr.role for rr in runs}),
-        passes=len(pass_list),
-        curated=lineup.curated,
-        clarify=clarify,
-        max_cost_usd=lineup.max_cost_usd,
-        spent=cases_run.spent,
-        stopped=stopped,
-        skipped=skipped * len(pass_list),
-        settings={**lineup.settings, "pass_numbers": pass_list},
-        databases=databases,
-        configs={
+    meta = RunMeta.model_validate({
+        "request": request,
+        "mode": mode.name,
+        "suites": [{"name": name, "path": str(path), "digest": suite_digest(path)} for name, path, _ in loaded],
+        "roles": sorted({rr.role for rr in runs}),
+        "passes": len(pass_list),
+        "curated": lineup.curated,
+        "clarify": request.clarify,
+        "max_cost_usd": lineup.max_cost_usd,
+        "spent": cases.spent,
+        "stopped": stopped,
+        "skipped": skipped * len(pass_list),
+        "settings": {**lineup.settings, "pass_numbers": pass_list},
+        "databases": databases,
+        "configs": {
             name: {
                 "models": c.models,
                 "planned_cases": c.planned,
@@ -497,75 +457,48 @@ async def arun_eval(
             }
             for name, c in lineup.configs.items()
         },
-        scorers=list(built),
-        run_stamp={
+        "scorers": list(built),
+        "run_stamp": {
             "started_at": started_at,
             "finished_at": datetime.now(UTC),
             "package_version": __version__,
             "git_commit": git_commit,
             "git_dirty": git_dirty,
         },
-        comparator_version=COMPARATOR_VERSION,
-    )
-    report = build_report(records, meta)
+        "comparator_version": COMPARATOR_VERSION,
+    })
     accuracy, accuracy_generated = _accuracies(records, next(iter(lineup.configs), None))
-    bus.publish(
+    engine.bus.publish(
         Event(
             EVAL_FINISHED,
             None,
             {
-                "mode": run_mode.name,
+                "mode": mode.name,
                 "suites": [name for name, _, _ in loaded],
                 "cases": len(records),
                 "accuracy": accuracy,
                 "accuracy_generated": accuracy_generated,
-                "spent": cases_run.spent,
+                "spent": cases.spent,
                 "stopped": stopped,
             },
         )
     )
-    return report
+    return CaseRuns(records=records, meta=meta)
 
 
-def run_eval(
-    config: ProjectConfig,
-    *,
-    suites: Sequence[str | Path] | None = None,
-    mode: str = "full",
-    llm: LLMConfig | Mapping[str, LLMConfig] | None = None,
-    cases: Sequence[str] | None = None,
-    roles: Sequence[str] | None = None,
-    scorers: Sequence[str] | None = None,
-    curated: bool | None = None,
-    passes: int | None = None,
-    pass_numbers: Sequence[int] | None = None,
-    max_cost_usd: float | None = None,
-    on_case: OnCase | None = None,
-    clarify: bool = False,
-    registry: Any = None,
-    bus: EventBus | None = None,
-    scorer_registry: ScorerRegistry | None = None,
-    engine: Engine | None = None,
-    budget: Budget | None = None,
-) -> EvalReport:
-    """Run the selected cases in one of the registered modes (``full``, ``plans``, ``retrieval``)
-    and return the EvalReport.
+def run_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | None = None,
+              on_case: OnCase | None = None, budget: Budget | None = None) -> CaseRuns:
+    """Run what ``request`` asks on runtimes derived from ``engine`` (whose datasources and event
+    bus the run shares); returns the case records and the run's metadata.
 
-    Arguments left None take evals.yaml's value. ``llm`` (mode full) is None (the project's
-    own llm section, reported as ``default``), one LLMConfig, or a mapping of names to them;
-    ``cases`` narrows by case id or tag; ``pass_numbers`` runs exactly those pass indexes
-    (Dagster runs one pass per partition); ``on_case(config, record, spent)`` is called after
-    each case run. ``registry``, ``bus`` and ``engine`` let a project share its datasources,
-    event bus and engine; the run itself always uses runtimes derived from the engine.
+    ``scorers`` is the registry the request's scorer names resolve in (the built-ins and
+    installed plugins by default); ``on_case(config, record, spent)`` is called after each case
+    run; ``budget`` is a dollar ledger shared with other runs (every partition of a backfill).
 
     Raises RunRefused (nothing spent), SelectionError (a selector matched nothing),
-    ScorerError (an unknown scorer) or UnknownPriceError (mode full, an unpriced model).
+    ScorerError (an unknown scorer) or UnknownPriceError (an unpriced model).
     """
-    coro = arun_eval(
-        config, suites=suites, mode=mode, llm=llm, cases=cases, roles=roles, scorers=scorers, curated=curated,
-        passes=passes, pass_numbers=pass_numbers, max_cost_usd=max_cost_usd, on_case=on_case, clarify=clarify,
-        registry=registry, bus=bus, scorer_registry=scorer_registry, engine=engine, budget=budget,
-    )
+    coro = arun_cases(request, engine, scorers=scorers, on_case=on_case, budget=budget)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

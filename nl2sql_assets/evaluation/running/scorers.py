@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from nl2sql_assets.config import ProjectConfig
 from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.judging.scorers import BUILTIN_SCORERS, INTERFACE_VERSION, Scorer
 from nl2sql_assets.evaluation.running.modes import MODES
@@ -116,10 +117,13 @@ class ScorerRegistry:
         names: Iterable[str],
         mode: str,
         configs: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        project: ProjectConfig | None = None,
     ) -> dict[str, Scorer]:
-        """One scorer object per name, from its config model's defaults (``configs`` may set
-        fields, e.g. routing's ``max_datasources`` from the project settings). Scorers that
-        cannot score ``mode`` are left out."""
+        """One scorer object per name, from its config model's defaults. With ``project``, a
+        config model that has ``from_project`` takes its fields from the project (routing's
+        ``max_datasources`` from the routing settings); ``configs`` may set fields by name.
+        Scorers that cannot score ``mode`` are left out."""
         if mode not in MODES:
             raise ScorerError(f"unknown mode {mode!r}; expected one of {sorted(MODES)}")
         wanted = list(dict.fromkeys(names))
@@ -131,7 +135,9 @@ class ScorerRegistry:
             cls: Any = self._classes[name]
             if mode not in cls.modes:
                 continue
-            fields = dict((configs or {}).get(name, {}))
+            from_project = getattr(cls.config_model, "from_project", None)
+            fields = dict(from_project(project)) if project is not None and callable(from_project) else {}
+            fields.update((configs or {}).get(name, {}))
             known = set(cls.config_model.model_fields)
             fields = {k: v for k, v in fields.items() if k in known}
             try:

@@ -6,20 +6,23 @@ pick (top1) and that every needed datasource is on the shortlist the engine woul
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from nl2sql_assets.config import ProjectConfig, StrictModel
 from nl2sql_assets.evaluation.judging.scorers.base import CaseRun, Score
 
 
-class RoutingConfig(BaseModel):
-    """``max_datasources``: how deep the shortlist goes (the runner sets it from
-    ``settings.routing.max_datasources``)."""
-
-    model_config = ConfigDict(extra="forbid")
+class RoutingConfig(StrictModel):
+    """``max_datasources``: how deep the shortlist goes (a run takes it from the project's
+    ``settings.routing.max_datasources``, through ``from_project``)."""
 
     max_datasources: Annotated[int, Field(gt=0)] = 2
+
+    @classmethod
+    def from_project(cls, project: ProjectConfig) -> dict[str, Any]:
+        return {"max_datasources": project.settings.routing.max_datasources}
 
 
 class Routing:

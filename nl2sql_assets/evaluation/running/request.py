@@ -1,0 +1,99 @@
+"""The run request: every option of a run, as data.
+
+It is built at the edges (the CLI, ``project.evals.run``, a Dagster partition), handed down to
+the runner as it is, and recorded as given in the run's metadata, so a report says exactly what
+was asked for. What is not data travels beside it: the callback, a shared budget ledger, and the
+project's engine and scorers. Options left None take evals.yaml's value when the run starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ConfigDict, field_serializer, field_validator
+
+from nl2sql_assets.config import LLMConfig, ProjectConfig, StrictModel
+from nl2sql_assets.errors import RunRefused
+from nl2sql_assets.evaluation.running.modes import get_mode, resolve_config
+from nl2sql_assets.evaluation.running.named_configs import DEFAULT_CONFIG, validate_config_name
+
+REDACTED = "<redacted>"
+
+
+class RunRequest(StrictModel):
+    """What to run: the suites, the mode, the llm sections (a mode that takes them), which cases
+    and roles, the scorers, curated answers, how many passes (or exactly which), the dollar cap
+    and whether clarify cases run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    suites: list[Path] | None = None  # None: the suites evals.yaml names
+    mode: str = "full"
+    llm: dict[str, LLMConfig] | None = None  # config name -> llm section; None: nl2sql.yaml's own, as "default"
+    cases: list[str] | None = None  # case ids or tags
+    roles: list[str] | None = None
+    scorers: list[str] | None = None
+    curated: bool | None = None
+    passes: int | None = None
+    pass_numbers: list[int] | None = None  # exactly these pass indexes (a Dagster partition runs one)
+    max_cost_usd: float | None = None
+    clarify: bool = False
+
+    @field_validator("mode")
+    @classmethod
+    def _registered(cls, mode: str) -> str:
+        return get_mode(mode).name  # RunRefused names the registered modes
+
+    @field_validator("llm", mode="before")
+    @classmethod
+    def _named_sections(cls, llm: Any) -> Any:
+        """One llm section is config ``default``; a mapping's names must be partition keys."""
+        if llm is None or isinstance(llm, LLMConfig):
+            return None if llm is None else {DEFAULT_CONFIG: llm}
+        if not isinstance(llm, Mapping) or not llm:
+            raise RunRefused("llm must be None, one llm section (LLMConfig) or a non-empty mapping of names to them")
+        for name in llm:
+            validate_config_name(str(name))
+        return dict(llm)
+
+    @field_validator("passes")
+    @classmethod
+    def _positive_passes(cls, passes: int | None) -> int | None:
+        if passes is not None and passes < 1:
+            raise RunRefused(f"passes must be at least 1, got {passes}")
+        return passes
+
+    @field_validator("pass_numbers")
+    @classmethod
+    def _pass_numbers(cls, numbers: list[int] | None) -> list[int] | None:
+        if numbers and any(n < 1 for n in numbers):
+            raise RunRefused(f"pass numbers start at 1, got {sorted(set(numbers))}")
+        return numbers
+
+    @field_serializer("llm")
+    def _without_secrets(self, llm: dict[str, LLMConfig] | None) -> dict[str, Any] | None:
+        """Recorded without secrets: API keys and extra headers are written as ``<redacted>``."""
+        if llm is None:
+            return None
+        return {name: _redacted(section.model_dump(mode="json")) for name, section in llm.items()}
+
+    @classmethod
+    def for_config(cls, name: str, config: ProjectConfig, **options: Any) -> RunRequest:
+        """The request a named config makes (a Dagster partition): its mode, and its llm section
+        under its own name for a mode that takes one."""
+        mode, section = resolve_config(name, config)
+        return cls(mode=mode, llm={name: section} if section is not None else None, **options)
+
+
+def _redacted(section: dict[str, Any]) -> dict[str, Any]:
+    for settings in [section.get("default"), *(section.get("nodes") or {}).values()]:
+        if not isinstance(settings, dict):
+            continue
+        if settings.get("api_key"):
+            settings["api_key"] = REDACTED
+        headers = (settings.get("extra") or {}).get("extra_headers")
+        if isinstance(headers, dict):
+            settings["extra"]["extra_headers"] = dict.fromkeys(headers, REDACTED)
+    return section

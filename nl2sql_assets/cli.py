@@ -133,7 +133,7 @@ def _cmd_eval_run(args: argparse.Namespace) -> int:
 
 
 def _eval_run(args: argparse.Namespace, project: Any) -> int:
-    from nl2sql_assets.evaluation.reporting.gate import BaselineError
+    from nl2sql_assets.evaluation.history import BaselineError
     from nl2sql_assets.evaluation.reporting.report import save_report
     from nl2sql_assets.evaluation.running import RunRequest, get_mode, llm_mode
 

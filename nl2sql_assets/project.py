@@ -19,8 +19,7 @@ if TYPE_CHECKING:
     from nl2sql_assets.datasources.registry import DatasourceRegistry
     from nl2sql_assets.engine.pipeline import Engine
     from nl2sql_assets.evaluation.history import SpendLedger, Warehouse
-    from nl2sql_assets.evaluation.reporting import EvalReport
-    from nl2sql_assets.evaluation.reporting.gate import GateResult
+    from nl2sql_assets.evaluation.reporting import EvalReport, GateResult
     from nl2sql_assets.evaluation.running import CaseRecord, CaseRuns, RunRequest, ScorerRegistry
     from nl2sql_assets.evaluation.suites import EvalSuite, RegenerateReport, SeedReport
 
@@ -168,7 +167,7 @@ class Evals:
         return run_cases(request, project.engine, scorers=project.scorers, on_case=on_case, budget=budget)
 
     def gate(self, report: EvalReport, baseline: Any) -> GateResult:
-        from nl2sql_assets.evaluation.reporting.gate import gate
+        from nl2sql_assets.evaluation.history import gate
 
         return gate(report, baseline, self.config.evals_config.gate)
 

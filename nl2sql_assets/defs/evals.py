@@ -25,12 +25,6 @@ class RecordConfig(dg.Config):
     note: str = ""
 
 
-def report_path(project: ProjectResource, suite: str, config: str) -> Path:
-    from nl2sql_assets.evaluation.steps import scoreboard_path
-
-    return scoreboard_path(project.warehouse, suite, config)
-
-
 def _retrieval_metadata(board: Board) -> dict[str, Any]:
     """Mode retrieval's numbers (recall, what was sent, routing), for plots in the UI."""
     out: dict = {}
@@ -104,13 +98,13 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                     "determinism, cost and latency.",
     )
     def scoreboard(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+        from nl2sql_assets.evaluation.history import scoreboard_report
         from nl2sql_assets.evaluation.reporting.report import save_report, to_markdown
         from nl2sql_assets.evaluation.running.modes import get_mode
-        from nl2sql_assets.evaluation.steps import scoreboard_report
 
         config = context.partition_key
         report = scoreboard_report(suite_name, config, project.warehouse)
-        save_report(report, report_path(project, suite_name, config))
+        save_report(report, project.warehouse.scoreboard_path(suite_name, config))
         board = next(iter(report.configs.values()))
         acc = board.accuracy
         return dg.MaterializeResult(metadata={
@@ -150,11 +144,11 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         description="Every config's board side by side, with the cases on which they differ.",
     )
     def eval_report(project: ProjectResource) -> dg.MaterializeResult:
+        from nl2sql_assets.evaluation.history import suite_report
         from nl2sql_assets.evaluation.reporting.report import save_report
-        from nl2sql_assets.evaluation.steps import suite_report
 
         report = suite_report(suite_name, project.warehouse)
-        out = project.warehouse.root / "reports" / suite_name / "_all.json"
+        out = project.warehouse.suite_report_path(suite_name)
         save_report(report, out)
         rows = []
         for name, board in report.configs.items():
@@ -186,7 +180,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         from nl2sql_assets.evaluation.history.publish import publish
         from nl2sql_assets.evaluation.reporting.report import load_report
 
-        path = report_path(project, suite_name, context.partition_key)
+        path = project.warehouse.scoreboard_path(suite_name, context.partition_key)
         # The blocking check guards this asset only when both run together: check again here,
         # so materialising the records alone cannot record a run that regressed.
         gate = gate_check_result(project, suite_name, [context.partition_key])
@@ -207,7 +201,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
 
 def gate_check_result(project: ProjectResource, suite_name: str, configs: list[str]) -> dg.AssetCheckResult:
     """Gate each config's stored scoreboard; the flipped cases go into the metadata."""
-    from nl2sql_assets.evaluation.steps import gate_scoreboards
+    from nl2sql_assets.evaluation.history import gate_scoreboards
 
     with project.open() as proj:
         settings = proj.config.evals_config.gate
@@ -232,9 +226,7 @@ def build_gate_all_check(suite_name: str) -> dg.AssetChecksDefinition:
                     description="The regression gate for every config with a stored scoreboard "
                                 "(run by the new-baseline sensor).")
     def regression_gate_all_configs(project: ProjectResource) -> dg.AssetCheckResult:
-        folder = project.warehouse.root / "reports" / suite_name
-        configs = sorted(p.stem for p in folder.glob("*.json") if not p.stem.startswith("_")) if folder.is_dir() else []
-        return gate_check_result(project, suite_name, configs)
+        return gate_check_result(project, suite_name, project.warehouse.scoreboards(suite_name))
 
     return regression_gate_all_configs
 

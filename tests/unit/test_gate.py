@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from nl2sql_assets.config import GateSettings
+from nl2sql_assets.evaluation.history import BaselineError, gate
 from nl2sql_assets.evaluation.history.records import records_from_report, write_record
-from nl2sql_assets.evaluation.reporting.gate import BaselineError, gate
 from nl2sql_assets.evaluation.reporting.report import (
     EvalReport,
     build_report,

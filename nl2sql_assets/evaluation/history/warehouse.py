@@ -81,6 +81,23 @@ class Warehouse:
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else None
         return records, meta
 
+    # ------------------------------------------------------------ boards
+
+    def scoreboard_path(self, suite: str, config: str) -> Path:
+        """Where a config's scoreboard report is stored (the gate and the records read it)."""
+        return self.root / "reports" / suite / f"{config}.json"
+
+    def suite_report_path(self, suite: str) -> Path:
+        """Where the suite's report across configs is stored."""
+        return self.root / "reports" / suite / "_all.json"
+
+    def scoreboards(self, suite: str) -> list[str]:
+        """The configs with a stored scoreboard for ``suite``."""
+        folder = self.root / "reports" / suite
+        if not folder.is_dir():
+            return []
+        return sorted(p.stem for p in folder.glob("*.json") if not p.stem.startswith("_"))
+
     def read_metas(self, suite: str, config: str) -> list[dict[str, Any]]:
         metas = (self.read_pass(suite, config, n)[1] for n in self.passes(suite, config))
         return [m for m in metas if m is not None]

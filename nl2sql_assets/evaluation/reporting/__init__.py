@@ -2,6 +2,7 @@
 intervals, pass^k, determinism, cost, latency, what each scorer contributes), their statistics,
 and the regression gate's comparison of a run with a baseline."""
 
+from nl2sql_assets.evaluation.reporting.gate import Baseline, ConfigComparison, GateResult, compare
 from nl2sql_assets.evaluation.reporting.report import (
     Board,
     EvalReport,
@@ -18,12 +19,16 @@ from nl2sql_assets.evaluation.reporting.report import (
 )
 
 __all__ = [
+    "Baseline",
     "Board",
+    "ConfigComparison",
     "EvalReport",
+    "GateResult",
     "Rate",
     "build_board",
     "build_report",
     "case_key",
+    "compare",
     "load_report",
     "md_escape",
     "percent",

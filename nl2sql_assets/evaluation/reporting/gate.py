@@ -1,4 +1,4 @@
-"""The regression gate: compare a run with a baseline case by case, not headline to headline.
+"""The regression gate's comparison: a run against a baseline case by case, not headline to headline.
 
 Only comparable runs are compared (same mode, suite digests, schema fingerprints, roles and, in
 mode full, curated answers). Per config both runs have, it counts the cases that flipped each
@@ -7,42 +7,21 @@ way on execution accuracy, tests the flips with McNemar's exact test and checks 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from nl2sql_assets.config import GateSettings
-from nl2sql_assets.errors import UserError
-from nl2sql_assets.evaluation.history.records import (
-    BenchmarkRecord,
-    RecordError,
-    database_id,
-    iter_records,
-    load_record,
-    series_key,
-)
+from nl2sql_assets.config import GateSettings, StrictModel
 from nl2sql_assets.evaluation.reporting import stats
-from nl2sql_assets.evaluation.reporting.report import Board, EvalReport, case_key, load_report
+from nl2sql_assets.evaluation.reporting.report import Board, EvalReport, case_key
 from nl2sql_assets.evaluation.running.modes import Measure, get_mode
 from nl2sql_assets.evaluation.running.results import CaseRecord
 
 
-class BaselineError(UserError):
-    """The baseline is missing, unreadable or holds nothing to compare (the CLI exits 2)."""
-
-
-class NoBaselineRecord(BaselineError):
-    """A benchmarks folder holds no record of the run's mode, database and config yet."""
-
-
-class ConfigComparison(BaseModel):
+class ConfigComparison(StrictModel):
     """One config and measure. Case keys are ``case_id@role``; a key passed only when every
     pass passed. Accuracies here are over case keys, not runs."""
-
-    model_config = ConfigDict(extra="forbid")
 
     config: str
     measure: Measure
@@ -55,9 +34,7 @@ class ConfigComparison(BaseModel):
     cost_per_case: float = 0.0
 
 
-class GateResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class GateResult(StrictModel):
     ok: bool
     regressions: list[str] = Field(default_factory=list)
     series_break: str | None = None
@@ -65,8 +42,10 @@ class GateResult(BaseModel):
 
 
 @dataclass
-class _Side:
-    """What the gate needs from either side: the series identity and the boards by config."""
+class Baseline:
+    """One side of a comparison: the series identity (mode, suite digests, schema fingerprints,
+    roles, curated answers) and the boards by config. A report gives one (``of_report``), and
+    so does a benchmark record (``history.baselines``)."""
 
     label: str
     mode: str
@@ -76,75 +55,17 @@ class _Side:
     curated: bool
     boards: dict[str, Board] = field(default_factory=dict)
 
-
-def _from_report(report: EvalReport, label: str) -> _Side:
-    return _Side(label=label, mode=report.mode, digests=tuple(sorted(s.digest for s in report.suites)),
-                 fingerprints=tuple(sorted(d.schema_fingerprint for d in report.databases)),
-                 roles=tuple(sorted(report.roles)), curated=report.curated, boards=dict(report.configs))
-
-
-def _from_record(record: BenchmarkRecord, label: str) -> _Side:
-    mode, digests, fingerprints, _, _ = series_key(record)
-    return _Side(label=label, mode=mode, digests=digests, fingerprints=fingerprints,
-                 roles=tuple(sorted(record.roles)), curated=record.curated,
-                 boards={record.config.name: record.scoreboard})
-
-
-# ---------------------------------------------------------------- finding the baseline
-
-
-def _load_file(path: Path) -> EvalReport | BenchmarkRecord:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BaselineError(f"baseline {path}: cannot read it: {exc}") from exc
-    if not isinstance(data, dict):
-        raise BaselineError(f"baseline {path}: neither an eval report nor a benchmark record")
-    try:
-        if "scoreboard" in data:
-            return load_record(path)
-        return load_report(path)
-    except ValueError as exc:
-        raise BaselineError(f"baseline {exc}") from exc
-
-
-def _newest_records(report: EvalReport, folder: Path) -> list[BenchmarkRecord]:
-    """Per config of the run, the newest record of its mode, database and config."""
-    try:
-        records = [record for _, record in iter_records(folder)]
-    except RecordError as exc:
-        raise BaselineError(f"baseline {exc}") from exc
-    db = database_id(report.databases)
-    newest: list[BenchmarkRecord] = []
-    for config in report.configs:
-        matching = [r for r in records if r.kind == report.mode and r.database_id == db
-                    and r.config.name == config]
-        if matching:
-            newest.append(matching[-1])  # iter_records is oldest first
-    if not newest:
-        names = ", ".join(report.configs) or "(none)"
-        raise NoBaselineRecord(f"no baseline record for mode {report.mode}, database {db}, "
-                            f"config {names} under {folder}/")
-    return newest
-
-
-def resolve_baseline(report: EvalReport,
-                     baseline: EvalReport | BenchmarkRecord | str | Path) -> list[EvalReport | BenchmarkRecord]:
-    """The baseline as reports or records; a folder gives one record per config it has."""
-    if isinstance(baseline, (EvalReport, BenchmarkRecord)):
-        return [baseline]
-    path = Path(baseline)
-    if path.is_dir():
-        return list(_newest_records(report, path))
-    if not path.exists():
-        raise BaselineError(f"baseline {path}: no such file or folder")
-    return [_load_file(path)]
+    @classmethod
+    def of_report(cls, report: EvalReport, label: str = "report") -> Baseline:
+        return cls(label=label, mode=report.mode, digests=tuple(sorted(s.digest for s in report.suites)),
+                   fingerprints=tuple(sorted(d.schema_fingerprint for d in report.databases)),
+                   roles=tuple(sorted(report.roles)), curated=report.curated, boards=dict(report.configs))
 
 
 # ---------------------------------------------------------------- comparing
 
 
-def _series_break(run: _Side, base: _Side) -> str | None:
+def _series_break(run: Baseline, base: Baseline) -> str | None:
     if run.mode != base.mode:
         return f"another mode: baseline {base.label} is mode {base.mode}, the run is mode {run.mode}"
     if run.digests != base.digests:
@@ -215,18 +136,14 @@ def _listed(keys: list[str], limit: int = 20) -> str:
     return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
 
 
-def gate(report: EvalReport, baseline: EvalReport | BenchmarkRecord | str | Path,
-         settings: GateSettings | None = None) -> GateResult:
-    """Compare ``report`` with ``baseline``; ``ok`` only when compared and nothing regressed.
-    Raises BaselineError when the baseline is missing or unreadable."""
+def compare(report: EvalReport, baselines: Sequence[Baseline | EvalReport],
+            settings: GateSettings | None = None) -> GateResult:
+    """Compare ``report`` with its baselines (a report, or one record per config); ``ok`` only
+    when compared and nothing regressed. What is compared, and how strictly, is the mode's
+    (``Mode.gate_rules``). Finding a baseline on disk is ``history.baselines.gate``."""
     settings = settings or GateSettings()
-    run = _from_report(report, "run")
-    bases: list[_Side] = []
-    for item in resolve_baseline(report, baseline):
-        if isinstance(item, BenchmarkRecord):
-            bases.append(_from_record(item, f"record {item.config.name} ({item.recorded_at:%Y-%m-%d})"))
-        else:
-            bases.append(_from_report(item, "report"))
+    run = Baseline.of_report(report, "run")
+    bases = [b if isinstance(b, Baseline) else Baseline.of_report(b) for b in baselines]
     for base in bases:
         reason = _series_break(run, base)
         if reason is not None:

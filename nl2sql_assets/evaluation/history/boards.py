@@ -1,22 +1,13 @@
-"""The steps the asset graph runs over the warehouse, as plain functions: a config's scoreboard
-over all its stored passes, the suite's report across configs, and the gate against the newest
-comparable record under ``benchmarks/``.
-"""
+"""Boards from the warehouse: a config's board over every stored pass of its newest series, and a
+suite's report with every config's board side by side (what the scoreboards and the eval report
+assets show). Passes are stored apart, one per partition; their RunMetas merge here."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
 from nl2sql_assets.evaluation.history.warehouse import Warehouse
 from nl2sql_assets.evaluation.reporting.report import EvalReport, build_report
 from nl2sql_assets.evaluation.running.modes import MODES
 from nl2sql_assets.evaluation.running.results import CaseRecord, ConfigMeta, RunMeta, RunStamp
-
-if TYPE_CHECKING:
-    from nl2sql_assets.config import GateSettings
-    from nl2sql_assets.evaluation.reporting.gate import GateResult
 
 
 def merge_metas(metas: list[RunMeta], config_name: str) -> RunMeta:
@@ -103,75 +94,3 @@ def suite_report(suite_name: str, warehouse: Warehouse, configs: list[str] | Non
         "settings": settings,
     })
     return build_report([r for records, _ in same for r in records], merged)
-
-
-GateStatus = Literal["passed", "regressed", "no_baseline", "series_break", "bad_baseline"]
-
-
-@dataclass(frozen=True)
-class GateOutcome:
-    status: GateStatus
-    message: str
-    result: GateResult | None = None
-
-
-def gate_against_benchmarks(report: EvalReport, benchmarks: Path, settings: GateSettings) -> GateOutcome:
-    """The gate against the newest record of the run's mode, database and config. No record
-    yet is not a failure; a record that cannot be read is (the gate must not turn itself off)."""
-    from nl2sql_assets.evaluation.reporting.gate import BaselineError, NoBaselineRecord, gate
-
-    if not benchmarks.is_dir():
-        return GateOutcome("no_baseline", f"nothing recorded yet: {benchmarks} does not exist")
-    try:
-        result = gate(report, benchmarks, settings)
-    except NoBaselineRecord as exc:
-        return GateOutcome("no_baseline", str(exc))
-    except BaselineError as exc:
-        return GateOutcome("bad_baseline", str(exc))
-    if result.series_break:
-        return GateOutcome("series_break", f"not comparable with the baseline: {result.series_break}", result)
-    if not result.ok:
-        return GateOutcome("regressed", "; ".join(result.regressions), result)
-    return GateOutcome("passed", "no case flipped from pass to fail", result)
-
-
-def scoreboard_path(warehouse: Warehouse, suite_name: str, config_name: str) -> Path:
-    """Where a config's scoreboard report is stored (the gate and the records read it)."""
-    return warehouse.root / "reports" / suite_name / f"{config_name}.json"
-
-
-@dataclass
-class GateSummary:
-    """The gate over several configs' stored scoreboards, ready to show."""
-
-    verdict: Literal["passed", "regressed", "warn"] = "passed"
-    lines: list[str] = field(default_factory=list)
-    lost: dict[str, list[str]] = field(default_factory=dict)  # "config/measure" -> case keys
-    gained: dict[str, list[str]] = field(default_factory=dict)
-    p_values: dict[str, float] = field(default_factory=dict)
-
-
-def gate_scoreboards(suite_name: str, configs: list[str], warehouse: Warehouse, benchmarks: Path,
-                     settings: GateSettings) -> GateSummary:
-    """Gate each config's stored scoreboard. A regression or an unreadable baseline fails; a new
-    series (changed suite or schema) only warns, so recording it is not blocked."""
-    from nl2sql_assets.evaluation.reporting.report import load_report
-
-    summary = GateSummary()
-    failed = warned = False
-    for config in configs:
-        path = scoreboard_path(warehouse, suite_name, config)
-        if not path.exists():
-            summary.lines.append(f"{config}: no scoreboard yet")
-            continue
-        outcome = gate_against_benchmarks(load_report(path), benchmarks, settings)
-        summary.lines.append(f"{config}: {outcome.status}: {outcome.message}")
-        failed |= outcome.status in ("regressed", "bad_baseline")
-        warned |= outcome.status == "series_break"
-        if outcome.result is not None:
-            for comp in outcome.result.compared:
-                key = f"{config}/{comp.measure}"
-                summary.lost[key], summary.gained[key] = comp.lost, comp.gained
-                summary.p_values[key] = comp.p_value
-    summary.verdict = "regressed" if failed else "warn" if warned else "passed"
-    return summary

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from nl2sql_assets.config import GateSettings
+from nl2sql_assets.evaluation.history import gate_against_benchmarks, scoreboard_report, suite_report
 from nl2sql_assets.evaluation.history.records import records_from_report, write_record
 from nl2sql_assets.evaluation.history.warehouse import Warehouse
-from nl2sql_assets.evaluation.steps import gate_against_benchmarks, scoreboard_report, suite_report
 from tests.unit.test_gate import report, report_parts
 
 

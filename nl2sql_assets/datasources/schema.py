@@ -54,6 +54,11 @@ class SchemaSnapshot(StrictModel):
     def column_count(self) -> int:
         return sum(len(t.columns) for t in self.tables)
 
+    def markdown_table(self) -> str:
+        """The tables as a Markdown table: name, number of columns, primary key."""
+        rows = "\n".join(f"| {t.name} | {len(t.columns)} | {', '.join(t.primary_key)} |" for t in self.tables)
+        return "| table | columns | primary key |\n|---|---|---|\n" + rows
+
     def fingerprint(self) -> str:
         """SHA-256 over tables, columns, types and keys, sorted, so re-introspection keeps it."""
         canon = [

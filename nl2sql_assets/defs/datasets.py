@@ -2,7 +2,6 @@
 and their regenerated rows (with a drift check against the suite file on disk)."""
 
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,9 +51,7 @@ def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
             for key in sorted(context.selected_asset_keys, key=lambda k: k.path[-1]):
                 ds_id = key.path[-1]
                 snap = proj.registry.snapshot(ds_id)
-                out = project.warehouse.root / "snapshots" / f"{ds_id}.json"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(snap.model_dump_json(indent=1), encoding="utf-8")
+                out = project.warehouse.write_snapshot(snap)
                 yield dg.MaterializeResult(
                     asset_key=key,
                     metadata={
@@ -63,11 +60,7 @@ def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
                         "columns": snap.column_count,
                         "engine": snap.engine,
                         "path": dg.MetadataValue.path(str(out)),
-                        "table_list": dg.MetadataValue.md(
-                            "| table | columns | primary key |\n|---|---|---|\n" + "\n".join(
-                                f"| {t.name} | {len(t.columns)} | {', '.join(t.primary_key)} |" for t in snap.tables
-                            )
-                        ),
+                        "table_list": dg.MetadataValue.md(snap.markdown_table()),
                     },
                 )
 
@@ -85,23 +78,16 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
         from nl2sql_assets.evaluation.suites import load_suite, suite_digest
 
         suite = load_suite(path)
-        by_status: dict[str, int] = {}
-        by_kind: dict[str, int] = {}
-        tags: dict[str, int] = {}
-        for case in suite.cases:
-            by_status[case.status] = by_status.get(case.status, 0) + 1
-            by_kind[case.kind] = by_kind.get(case.kind, 0) + 1
-            for tag in case.tags:
-                tags[tag] = tags.get(tag, 0) + 1
+        tally = suite.tally()
         return dg.MaterializeResult(
             metadata={
                 "digest": suite_digest(path),
                 "cases": len(suite.cases),
-                "approved": by_status.get("approved", 0),
-                "by_status": dg.MetadataValue.json(by_status),
-                "by_kind": dg.MetadataValue.json(by_kind),
+                "approved": tally.by_status.get("approved", 0),
+                "by_status": dg.MetadataValue.json(tally.by_status),
+                "by_kind": dg.MetadataValue.json(tally.by_kind),
                 "tags": dg.MetadataValue.table(
-                    records=[dg.TableRecord({"tag": t, "cases": n}) for t, n in sorted(tags.items())],
+                    records=[dg.TableRecord({"tag": t, "cases": n}) for t, n in tally.by_tag.items()],
                     schema=dg.TableSchema(columns=[dg.TableColumn("tag", "string"), dg.TableColumn("cases", "int")]),
                 ),
                 "path": dg.MetadataValue.path(str(path)),
@@ -113,13 +99,11 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
               description="The suite with rows regenerated from its SQL, written to the warehouse (the suite "
                           "file itself is changed only by `nl2sql-assets eval regenerate`).")
     def regenerated_rows(project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.suites.regenerate import regenerate
+        from nl2sql_assets.evaluation.suites import regenerate_copy
 
-        copy = regenerated_copy(project, name)
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, copy)
+        copy = project.warehouse.regenerated_suite_path(name)
         with project.open() as proj:
-            report = regenerate(copy, proj.registry)
+            report = regenerate_copy(path, copy, proj.registry)
         return dg.MaterializeResult(
             metadata={
                 "written": report.written,
@@ -134,26 +118,19 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
     @dg.asset_check(asset=rows_key, name="suite_file_is_regenerated", blocking=False,
                     description="The suite file on disk is exactly what regenerate writes (no stale rows).")
     def suite_file_is_regenerated(project: ProjectResource) -> dg.AssetCheckResult:
-        from nl2sql_assets.evaluation.suites import load_suite
+        from nl2sql_assets.evaluation.suites import drift
 
-        copy = regenerated_copy(project, name)
+        copy = project.warehouse.regenerated_suite_path(name)
         if not copy.exists():
             return dg.AssetCheckResult(passed=False, description="regenerated_rows has not been materialised")
-        same = copy.read_bytes().replace(b"\r\n", b"\n") == path.read_bytes().replace(b"\r\n", b"\n")
-        stale: list[str] = []
-        if not same:
-            fresh = {c.id: c for c in load_suite(copy).cases}
-            stale = [c.id for c in load_suite(path, allow_stale_rows=True).cases
-                     if c.id in fresh and (c.rows, c.alt_rows) != (fresh[c.id].rows, fresh[c.id].alt_rows)]
+        found = drift(path, copy)
         return dg.AssetCheckResult(
-            passed=same,
-            metadata={"stale_cases": dg.MetadataValue.json(stale), "stale": len(stale)},
-            description=None if same else
-            f"{len(stale)} case(s) have rows that differ from their SQL's: run `nl2sql-assets eval regenerate {path}`",
+            passed=found.same,
+            metadata={"stale_cases": dg.MetadataValue.json(found.stale), "stale": len(found.stale)},
+            description=None if found.same else
+            f"{len(found.stale)} case(s) have rows that differ from their SQL's: "
+            f"run `nl2sql-assets eval regenerate {path}`",
         )
 
     return [suite_asset, regenerated_rows, suite_file_is_regenerated]
 
-
-def regenerated_copy(project: ProjectResource, name: str) -> Path:
-    return project.warehouse.root / "regenerated" / f"{name}.yaml"

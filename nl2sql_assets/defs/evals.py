@@ -145,24 +145,16 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
     )
     def eval_report(project: ProjectResource) -> dg.MaterializeResult:
         from nl2sql_assets.evaluation.history import suite_report
-        from nl2sql_assets.evaluation.reporting.report import save_report
+        from nl2sql_assets.evaluation.reporting import comparison_markdown, save_report
 
         report = suite_report(suite_name, project.warehouse)
         out = project.warehouse.suite_report_path(suite_name)
         save_report(report, out)
-        rows = []
-        for name, board in report.configs.items():
-            a = board.accuracy
-            rows.append(f"| {name} | {a.execution.rate:.1%} ({a.execution.low:.1%}-{a.execution.high:.1%}) | "
-                        f"{a.lenient.rate:.1%} | {a.overall.rate:.1%} | ${board.cost.per_case_usd:.4f} | "
-                        f"{board.latency.p50:.2f}s |")
-        table = ("| config | execution (95% CI) | lenient | overall | cost/case | p50 |\n"
-                 "|---|---|---|---|---|---|\n" + "\n".join(rows))
         return dg.MaterializeResult(metadata={
             "configs": len(report.configs),
             "mode": report.mode,
             "configs_left_out": dg.MetadataValue.json(report.settings.get("configs_left_out", [])),
-            "comparison": dg.MetadataValue.md(table),
+            "comparison": dg.MetadataValue.md(comparison_markdown(report)),
             "path": dg.MetadataValue.path(str(out)),
         })
 

@@ -1,11 +1,15 @@
 """The results warehouse: one JSON Lines file of case records per (suite, config, pass), queried with DuckDB.
 
 Case runs write their own records here (rather than through an IO manager), so a
-scoreboard reads every pass of its config with one query and history is plain SQL:
+scoreboard reads every pass of its config with one query and history is plain SQL. The
+warehouse is the one owner of its paths (``warehouse/`` beside nl2sql.yaml):
 
-    warehouse/case_records/suite=<suite>/config=<config>/pass=<n>.jsonl
-    warehouse/case_records/suite=<suite>/config=<config>/pass=<n>.meta.json   (the run's RunMeta)
-    warehouse/spend/<budget>.jsonl                                              (the spend ledger)
+    case_records/suite=<suite>/config=<config>/pass=<n>.jsonl
+    case_records/suite=<suite>/config=<config>/pass=<n>.meta.json   (the run's RunMeta)
+    spend/<budget>.jsonl                                              (the spend ledger)
+    reports/<suite>/<config>.json, reports/<suite>/_all.json          (scoreboards, the suite report)
+    snapshots/<datasource>.json, schema_index/<datasource>.json       (schemas and their embeddings)
+    regenerated/<suite>.yaml                                          (regenerate's copy, for the drift check)
 
 Files are written atomically (temporary file, then rename), so a reader never sees half a run.
 """
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nl2sql_assets.atomic import atomic_write
+from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
 
 
@@ -80,6 +85,22 @@ class Warehouse:
         meta_path = folder / f"pass={pass_index}.meta.json"
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else None
         return records, meta
+
+    # ------------------------------------------------------------ what the runs stand on
+
+    def snapshot_path(self, datasource_id: str) -> Path:
+        return self.root / "snapshots" / f"{datasource_id}.json"
+
+    def write_snapshot(self, snapshot: SchemaSnapshot) -> Path:
+        """Store a datasource's schema snapshot (what the schema_snapshots asset shows)."""
+        path = self.snapshot_path(snapshot.datasource_id)
+        atomic_write(path, snapshot.model_dump_json(indent=1))
+        return path
+
+    def regenerated_suite_path(self, suite: str) -> Path:
+        """The copy of a suite that regenerate writes for the drift check (the file itself is
+        changed only by ``nl2sql-assets eval regenerate``)."""
+        return self.root / "regenerated" / f"{suite}.yaml"
 
     # ------------------------------------------------------------ boards
 

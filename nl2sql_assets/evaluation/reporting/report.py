@@ -640,6 +640,19 @@ def md_escape(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def comparison_markdown(report: EvalReport) -> str:
+    """Every config's headline side by side: execution accuracy with its interval, lenient and
+    overall accuracy, cost per case and median latency."""
+    rows = []
+    for name, board in report.configs.items():
+        a = board.accuracy
+        rows.append(f"| {md_escape(name)} | {a.execution.rate:.1%} ({a.execution.low:.1%}-{a.execution.high:.1%}) | "
+                    f"{a.lenient.rate:.1%} | {a.overall.rate:.1%} | ${board.cost.per_case_usd:.4f} | "
+                    f"{board.latency.p50:.2f}s |")
+    return ("| config | execution (95% CI) | lenient | overall | cost/case | p50 |\n"
+            "|---|---|---|---|---|---|\n" + "\n".join(rows))
+
+
 def to_markdown(board: Board) -> str:
     """A board as Markdown tables: accuracies with intervals, pass^k, cost, latency, failures."""
     acc = board.accuracy

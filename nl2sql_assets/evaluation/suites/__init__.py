@@ -1,6 +1,8 @@
-"""Suites: the reviewed cases (the model), their files (loader and writer), and the two tools that
-write them: ``regenerate`` (rows from the reviewed SQL) and ``seed`` (draft cases from a schema)."""
+"""Suites: the reviewed cases (the model), their files (loader and writer), and the tools that
+write them: ``regenerate`` (rows from the reviewed SQL; ``drift`` tells whether a file's rows went
+stale) and ``seed`` (draft cases from a schema)."""
 
+from nl2sql_assets.evaluation.suites.drift import Drift, drift, regenerate_copy
 from nl2sql_assets.evaluation.suites.loader import (
     SuiteError,
     leading_comments,
@@ -16,6 +18,7 @@ from nl2sql_assets.evaluation.suites.model import (
     EvalSuite,
     Origin,
     Outcome,
+    SuiteTally,
 )
 from nl2sql_assets.evaluation.suites.regenerate import (
     PackagedSuiteError,
@@ -30,6 +33,7 @@ __all__ = [
     "CaseKind",
     "CaseStatus",
     "Difficulty",
+    "Drift",
     "DroppedDraft",
     "EvalCase",
     "EvalSuite",
@@ -40,11 +44,14 @@ __all__ = [
     "RegenerateReport",
     "SeedReport",
     "SuiteError",
+    "SuiteTally",
+    "drift",
     "dump_suite",
     "leading_comments",
     "load_suite",
     "parse_suite",
     "regenerate",
+    "regenerate_copy",
     "seed",
     "suite_digest",
     "write_suite",

@@ -9,6 +9,7 @@ so the loader can name the field.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -155,3 +156,23 @@ class EvalSuite(BaseModel):
     @property
     def approved(self) -> list[EvalCase]:
         return [c for c in self.cases if c.status == "approved"]
+
+    def tally(self) -> SuiteTally:
+        """How many cases of each status and kind, and how many carry each tag."""
+        tally = SuiteTally()
+        for case in self.cases:
+            tally.by_status[case.status] = tally.by_status.get(case.status, 0) + 1
+            tally.by_kind[case.kind] = tally.by_kind.get(case.kind, 0) + 1
+            for tag in case.tags:
+                tally.by_tag[tag] = tally.by_tag.get(tag, 0) + 1
+        tally.by_tag = dict(sorted(tally.by_tag.items()))
+        return tally
+
+
+@dataclass
+class SuiteTally:
+    """A suite's cases counted by status, by kind and by tag (tags sorted)."""
+
+    by_status: dict[str, int] = field(default_factory=dict)
+    by_kind: dict[str, int] = field(default_factory=dict)
+    by_tag: dict[str, int] = field(default_factory=dict)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from nl2sql_assets.evaluation.reporting.stats import (
+from nl2sql_assets.evaluation.judging.stats import (
     Determinism,
     determinism,
     latency_summary,

@@ -1,5 +1,7 @@
-"""Judging: how one case run is judged. The result comparison (strict and lenient), the
-faithfulness check of a written answer, and the scorers that apply them to a case run."""
+"""Judging: how case runs are judged. The result comparison (strict and lenient), the
+faithfulness check of a written answer, the scorers that apply them to a case run and sum their
+verdicts up, and the statistics those sums and the reports use (Wilson intervals, McNemar's
+exact test, pass^k)."""
 
 from nl2sql_assets.evaluation.judging.comparison import (
     COMPARATOR_VERSION,

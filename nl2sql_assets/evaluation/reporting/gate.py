@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from nl2sql_assets.config import GateSettings, StrictModel
-from nl2sql_assets.evaluation.reporting import stats
+from nl2sql_assets.evaluation.judging import stats
 from nl2sql_assets.evaluation.reporting.report import Board, EvalReport, case_key
 from nl2sql_assets.evaluation.running.modes import Measure, get_mode
 from nl2sql_assets.evaluation.running.results import CaseRecord

@@ -19,8 +19,8 @@ from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE
 from nl2sql_assets.errors import validation_summary
+from nl2sql_assets.evaluation.judging import stats
 from nl2sql_assets.evaluation.judging.scorers import Verdict
-from nl2sql_assets.evaluation.reporting import stats
 from nl2sql_assets.evaluation.running.modes import get_mode
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,

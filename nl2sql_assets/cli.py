@@ -159,12 +159,7 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     out = Path(args.out) if args.out else project.root / f"eval_{args.mode}.json"
     save_report(report, out)
     for name, board in report.configs.items():
-        if not mode.executes:
-            print(_retrieval_line(name, board))
-            continue
-        acc = board.accuracy.execution
-        print(f"{name}: execution accuracy {acc.rate:.1%} ({acc.passed}/{acc.total}, 95% CI "
-              f"{acc.low:.1%}-{acc.high:.1%}); overall {board.accuracy.overall.rate:.1%}")
+        print(f"{name}: {_board_line(board, mode.executes)}")
     print(f"report: {out}")
     code = EXIT_OK
     if args.baseline:
@@ -191,17 +186,16 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     return code
 
 
-def _retrieval_line(name: str, board: Any) -> str:
-    """A mode that executes nothing (retrieval): cases passed, recall with what was sent, and routing."""
+def _board_line(board: Any, executes: bool) -> str:
+    """A board in one line: execution accuracy with its interval, or, in a mode that executes
+    nothing (retrieval), the case runs that passed and what the scorers say (recall, routing)."""
+    if executes:
+        acc = board.accuracy.execution
+        return (f"execution accuracy {acc.rate:.1%} ({acc.passed}/{acc.total}, 95% CI {acc.low:.1%}-{acc.high:.1%}); "
+                f"overall {board.accuracy.overall.rate:.1%}")
     acc = board.accuracy.overall
-    parts = [f"{name}: {acc.passed}/{acc.total} case runs passed ({acc.rate:.1%}, 95% CI {acc.low:.1%}-{acc.high:.1%})"]
-    r = board.retrieval
-    if r is not None:
-        parts.append(f"table recall {r.table_recall:.1%}, column recall {r.column_recall:.1%} "
-                     f"(every table {r.perfect_tables}/{r.cases}, every column {r.perfect_columns}/{r.cases}; "
-                     f"sent {r.tables_sent:.1f} tables, {r.columns_sent:.1f} columns on average)")
-    if board.routing is not None:
-        parts.append(f"routing top-1 {board.routing.top1.rate:.1%}, shortlist {board.routing.shortlist.rate:.1%}")
+    parts = [f"{acc.passed}/{acc.total} case runs passed ({acc.rate:.1%}, 95% CI {acc.low:.1%}-{acc.high:.1%})"]
+    parts += [text for summary in board.summaries().values() if (text := summary.text())]
     return "; ".join(parts)
 
 
@@ -289,14 +283,19 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
         print(f"{'ok    ' if ok else 'FAILED'} {name}")
     for name, passed in run.checks.items():
         print(f"check {'passed' if passed else 'FAILED'}: {name}")
-    for name, meta in run.scoreboards.items():
-        if "table_recall" in meta:  # mode retrieval: no execution, recall and routing instead
-            print(f"scoreboard {name}: {meta['overall_accuracy']:.1%} of case runs passed; table recall "
-                  f"{meta['table_recall']:.1%}, column recall {meta['column_recall']:.1%}")
-            continue
-        print(f"scoreboard {name}: execution accuracy {meta['execution_accuracy']:.1%} "
-              f"(95% CI {meta['execution_low']:.1%}-{meta['execution_high']:.1%}), "
-              f"{meta['case_runs']} case runs")
+    from nl2sql_assets.evaluation.running import get_mode
+
+    for name, report in run.boards.items():
+        for board in report.configs.values():
+            if get_mode(report.mode).executes:
+                acc = board.accuracy.execution
+                print(f"scoreboard {name}: execution accuracy {acc.rate:.1%} (95% CI {acc.low:.1%}-{acc.high:.1%}), "
+                      f"{acc.total} case runs")
+                continue
+            # A mode that executes nothing: the share of case runs that passed, and what its scorers say.
+            parts = [f"{board.accuracy.overall.rate:.1%} of case runs passed"]
+            parts += [text for summary in board.summaries().values() if (text := summary.text())]
+            print(f"scoreboard {name}: {'; '.join(parts)}")
     return 0 if run.ok else 1
 
 

@@ -11,7 +11,6 @@ import dagster as dg
 
 from nl2sql_assets.defs.partitions import CONFIG_X_PASS, CONFIGS
 from nl2sql_assets.defs.resources import ProjectResource
-from nl2sql_assets.evaluation.reporting.report import Board
 
 EVALS_GROUP = "evals"
 LLM_TAG = "nl2sql/llm"  # the run-queue tag of LLM-heavy jobs (dagster.yaml limits it)
@@ -23,19 +22,6 @@ class RecordConfig(dg.Config):
 
     record: bool = False
     note: str = ""
-
-
-def _retrieval_metadata(board: Board) -> dict[str, Any]:
-    """Mode retrieval's numbers (recall, what was sent, routing), for plots in the UI."""
-    out: dict = {}
-    r = board.retrieval
-    if r is not None:
-        out.update({"table_recall": r.table_recall, "column_recall": r.column_recall,
-                    "perfect_tables": r.perfect_tables, "perfect_columns": r.perfect_columns,
-                    "tables_sent": r.tables_sent, "columns_sent": r.columns_sent})
-    if board.routing is not None:
-        out.update({"routing_top1": board.routing.top1.rate, "routing_shortlist": board.routing.shortlist.rate})
-    return out
 
 
 def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg.AssetKey] = ()) -> list:
@@ -80,7 +66,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
             "passed": s["pass"], "failed": s["fail"], "errors": s["error"], "skipped": s["skip"],
             "execution_accuracy": board.accuracy.execution.rate,
             "overall_accuracy": board.accuracy.overall.rate,
-            **_retrieval_metadata(board),
+            **board.summary_metrics(),  # what each scorer contributes, plotted over time
             "cost_usd": board.cost.total_usd,
             "seconds": round(seconds, 3),
             "mode": report.mode,
@@ -118,7 +104,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
             "cost_per_case_usd": board.cost.per_case_usd,
             "latency_p95_s": board.latency.p95,
             "case_runs": (acc.execution if get_mode(report.mode).executes else acc.overall).total,
-            **_retrieval_metadata(board),
+            **board.summary_metrics(),
             "board": dg.MetadataValue.md(to_markdown(board)),
             # Determinism needs two passes; with one there is nothing to plot.
             **({"determinism": board.determinism.rate}

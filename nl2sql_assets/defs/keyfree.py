@@ -9,6 +9,7 @@ blocking regression gate and the suite reports. The runs land in $DAGSTER_HOME, 
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -16,19 +17,27 @@ from nl2sql_assets.defs.automation import NIGHTLY_CONFIGS
 from nl2sql_assets.defs.factory import build_defs
 from nl2sql_assets.defs.partitions import config_pass_key, register_configs
 
+if TYPE_CHECKING:
+    from nl2sql_assets.evaluation.reporting import EvalReport
+
 
 @dataclass
 class KeyFreeRun:
     ok: bool
     runs: dict[str, bool] = field(default_factory=dict)  # job[partition] -> success
     scoreboards: dict[str, dict] = field(default_factory=dict)  # "suite/config" -> metadata
+    boards: dict[str, "EvalReport"] = field(default_factory=dict)  # "suite/config" -> the stored scoreboard
     checks: dict[str, bool] = field(default_factory=dict)  # check name -> passed
 
 
 def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tuple[str, ...] = NIGHTLY_CONFIGS,
                 pass_index: int = 1, log_level: str = "WARNING") -> KeyFreeRun:
     """Run the datasets job, then each config's case runs (one pass) and scoreboards, in-process."""
+    from nl2sql_assets.evaluation.history import Warehouse
+    from nl2sql_assets.evaluation.reporting import load_report
+
     defs = build_defs(config_path)
+    warehouse = Warehouse.for_project(config_path.parent)
     register_configs(instance, list(configs))
     out = KeyFreeRun(ok=True)
 
@@ -50,7 +59,7 @@ def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tup
         for event in result.get_asset_materialization_events():
             mat = event.step_materialization_data.materialization
             if mat.asset_key.path[0] == "scoreboards":
-                out.scoreboards[f"{mat.asset_key.path[-1]}/{config}"] = {
-                    k: v.value for k, v in mat.metadata.items()
-                }
+                suite = mat.asset_key.path[-1]
+                out.scoreboards[f"{suite}/{config}"] = {k: v.value for k, v in mat.metadata.items()}
+                out.boards[f"{suite}/{config}"] = load_report(warehouse.scoreboard_path(suite, config))
     return out

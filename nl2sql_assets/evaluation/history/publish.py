@@ -18,14 +18,12 @@ from nl2sql_assets.evaluation.history.records import (
     series_key,
     write_record,
 )
+from nl2sql_assets.evaluation.judging.stats import Rate, percent, rate_cell
 from nl2sql_assets.evaluation.reporting.report import (
     EvalReport,
-    Rate,
     atomic_write_text,
     load_report,
     md_escape,
-    percent,
-    rate_cell,
 )
 from nl2sql_assets.evaluation.running.modes import get_mode
 
@@ -153,14 +151,8 @@ def _series_detail(series: _Series) -> str:
 
 
 def _recall(record: BenchmarkRecord) -> str:
-    parts = []
-    r = record.metrics.retrieval
-    if r is not None:
-        parts.append(f"tables {percent(r.table_recall)}, columns {percent(r.column_recall)} "
-                     f"({r.tables_sent:.1f} / {r.columns_sent:.1f} sent)")
-    routing = record.metrics.routing
-    if routing is not None:
-        parts.append(f"top-1 {percent(routing.top1.rate)}, shortlist {percent(routing.shortlist.rate)}")
+    """What the scorers of a run that executes nothing say about it (recall, routing)."""
+    parts = [cell for summary in record.scoreboard.summaries().values() if (cell := summary.cell())]
     return "; ".join(parts) or "—"
 
 

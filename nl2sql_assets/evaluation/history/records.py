@@ -13,10 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.errors import UserError, validation_summary
+from nl2sql_assets.evaluation.judging.scorers import LEGACY_SUMMARY_KEYS
+from nl2sql_assets.evaluation.judging.stats import Rate
 from nl2sql_assets.evaluation.reporting.report import (
     Answerability,
     Board,
@@ -24,12 +26,10 @@ from nl2sql_assets.evaluation.reporting.report import (
     EvalReport,
     Latency,
     PassK,
-    Rate,
-    RetrievalSummary,
-    RoutingSummary,
 )
 from nl2sql_assets.evaluation.running.modes import ModeName, get_mode
 from nl2sql_assets.evaluation.running.results import CaseRecord, DatabaseRef
+from nl2sql_assets.evaluation.running.scorers import scorer_class
 from nl2sql_assets.llm.calls import Usage
 
 RECORD_SCHEMA = 2
@@ -57,14 +57,9 @@ class Dollars(StrictModel):
     unknown_cost_calls: int = 0
 
 
-class FaithfulnessMetric(StrictModel):
-    answers: int
-    faithful: int
-    rate: float
-
-
 class Metrics(StrictModel):
-    """The headline numbers; execution accuracy (strict, then lenient) comes first."""
+    """The headline numbers; execution accuracy (strict, then lenient) comes first. ``scorers``
+    holds each scorer's own numbers (what its summary plots), by scorer name."""
 
     execution: Rate
     execution_lenient: Rate
@@ -76,9 +71,24 @@ class Metrics(StrictModel):
     tokens: Usage
     latency: Latency
     determinism: Determinism | None = None
-    faithfulness: FaithfulnessMetric | None = None
-    retrieval: RetrievalSummary | None = None
-    routing: RoutingSummary | None = None
+    scorers: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scorer_numbers(cls, data: Any) -> Any:
+        """Records written before scorers owned their summaries kept three of them here under
+        their own names; their numbers move under their scorers."""
+        if not isinstance(data, dict) or not LEGACY_SUMMARY_KEYS.keys() & data.keys():
+            return data
+        data = dict(data)
+        scorers = dict(data.get("scorers") or {})
+        for key, name in LEGACY_SUMMARY_KEYS.items():
+            legacy = data.pop(key, None)
+            model = getattr(scorer_class(name), "summary_model", None)
+            if legacy is not None and model is not None:
+                scorers.setdefault(name, model.model_validate(legacy).metrics())
+        data["scorers"] = scorers
+        return data
 
 
 class BenchmarkRecord(StrictModel):
@@ -159,7 +169,6 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
     acc = board.accuracy
     stamp = report.run_stamp
     datasets = [DatasetRef(name=s.name, digest=s.digest) for s in report.suites]
-    faith = board.faithfulness
     tokens = Usage()
     for usage in board.tokens_by_node.values():
         tokens = tokens + usage
@@ -190,10 +199,7 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
             tokens=tokens,
             latency=board.latency,
             determinism=board.determinism,
-            faithfulness=None if faith is None else FaithfulnessMetric(
-                answers=faith.answers, faithful=faith.faithful, rate=faith.rate),
-            retrieval=board.retrieval,
-            routing=board.routing,
+            scorers={name: summary.metrics() for name, summary in board.summaries().items()},
         ),
         scoreboard=compact_board(board),
         comparator_version=report.comparator_version,

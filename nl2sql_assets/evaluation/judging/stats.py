@@ -3,7 +3,8 @@
 Forty-odd cases cannot settle much on their own, so every accuracy carries a Wilson
 interval, two runs are compared on the cases that flipped (McNemar's exact test), and
 repeated passes are summarised per case (pass^k, determinism). Stdlib only: binomial terms
-use ``math.comb`` on exact integers, so no p-value is lost to float underflow.
+use ``math.comb`` on exact integers, so no p-value is lost to float underflow. ``Rate`` is a
+share with its interval, as boards and scorer summaries keep it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from nl2sql_assets.config import StrictModel
 
 
 def wilson_interval(passed: int, total: int, z: float = 1.96) -> tuple[float, float]:
@@ -156,3 +159,31 @@ def latency_summary(values: Iterable[float]) -> dict[str, float | None]:
         "p50": percentile(data, 50),
         "p95": percentile(data, 95),
     }
+
+
+class Rate(StrictModel):
+    """A share with its 95% Wilson interval (``low``/``high``; 0..1 when nothing was counted)."""
+
+    passed: int
+    total: int
+    rate: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, passed: int, total: int) -> Rate:
+        if total <= 0:
+            return cls(passed=0, total=0, rate=0.0, low=0.0, high=1.0)
+        low, high = wilson_interval(passed, total)
+        return cls(passed=passed, total=total, rate=passed / total, low=float(low), high=float(high))
+
+
+def percent(value: float) -> str:
+    return f"{value * 100:.1f}%"
+
+
+def rate_cell(rate: Rate) -> str:
+    """``57.4% (43.3%–70.5%)``, or ``n/a`` when nothing was counted."""
+    if rate.total == 0:
+        return "n/a"
+    return f"{percent(rate.rate)} ({percent(rate.low)}–{percent(rate.high)})"

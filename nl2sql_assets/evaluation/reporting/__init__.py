@@ -2,19 +2,17 @@
 intervals, pass^k, determinism, cost, latency, what each scorer contributes), their statistics,
 and the regression gate's comparison of a run with a baseline."""
 
+from nl2sql_assets.evaluation.judging.stats import Rate, percent, rate_cell
 from nl2sql_assets.evaluation.reporting.gate import Baseline, ConfigComparison, GateResult, compare
 from nl2sql_assets.evaluation.reporting.report import (
     Board,
     EvalReport,
-    Rate,
     build_board,
     build_report,
     case_key,
     comparison_markdown,
     load_report,
     md_escape,
-    percent,
-    rate_cell,
     save_report,
     to_markdown,
 )

@@ -13,14 +13,16 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE
 from nl2sql_assets.errors import validation_summary
 from nl2sql_assets.evaluation.judging import stats
-from nl2sql_assets.evaluation.judging.scorers import Verdict
+from nl2sql_assets.evaluation.judging.scorers import LEGACY_SUMMARY_KEYS, Scored, ScorerSummary, Verdict
+from nl2sql_assets.evaluation.judging.scorers import execution_lenient_status as execution_lenient
+from nl2sql_assets.evaluation.judging.stats import Rate, rate_cell
 from nl2sql_assets.evaluation.running.modes import get_mode
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,
@@ -28,29 +30,13 @@ from nl2sql_assets.evaluation.running.results import (
     RunFacts,
     RunMeta,
 )
+from nl2sql_assets.evaluation.running.scorers import scorer_class
 from nl2sql_assets.llm.calls import Usage
 
 VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "skip")
 
 
 # ---------------------------------------------------------------- the board
-
-
-class Rate(StrictModel):
-    """A share with its 95% Wilson interval (``low``/``high``; 0..1 when nothing was counted)."""
-
-    passed: int
-    total: int
-    rate: float
-    low: float
-    high: float
-
-    @classmethod
-    def of(cls, passed: int, total: int) -> Rate:
-        if total <= 0:
-            return cls(passed=0, total=0, rate=0.0, low=0.0, high=1.0)
-        low, high = stats.wilson_interval(passed, total)
-        return cls(passed=passed, total=total, rate=passed / total, low=float(low), high=float(high))
 
 
 class PassK(StrictModel):
@@ -82,50 +68,21 @@ class Summary(StrictModel):
     total: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
 
 
-class ScorerSummary(StrictModel):
+class ScorerTally(StrictModel):
+    """One scorer on a board: its tally over the runs it applied to, and its own summary (the
+    scorer's ``summary_model`` as JSON; see ``Board.summaries``)."""
+
     applied: int = 0
     passed: int = 0
     failed: int = 0
     errored: int = 0
     mean: float | None = None  # mean value over the runs it gave a value
-
-
-class RetrievalSummary(StrictModel):
-    cases: int
-    table_recall: float
-    column_recall: float
-    perfect_tables: int
-    perfect_columns: int
-    tables_sent: float
-    columns_sent: float
-
-
-class RoutingSummary(StrictModel):
-    """Mode retrieval's routing verdicts: top-1 hits and full shortlists."""
-
-    cases: int
-    top1: Rate
-    shortlist: Rate
+    summary: dict[str, Any] | None = None
 
 
 class Answerability(StrictModel):
     correctly_declined: Rate  # over runs expected unanswerable
     wrongly_declined: Rate  # over runs expected to be answered
-
-
-class Unfaithful(StrictModel):
-    case: str
-    role: str
-    pass_index: int = 1
-    unsupported_numbers: list[Any] = Field(default_factory=list)
-    unsupported_entities: list[Any] = Field(default_factory=list)
-
-
-class Faithfulness(StrictModel):
-    answers: int  # answers written and checked
-    faithful: int
-    rate: float
-    unfaithful: list[Unfaithful] = Field(default_factory=list)
 
 
 class Cost(StrictModel):
@@ -160,11 +117,8 @@ class Board(StrictModel):
     config: str
     accuracy: Accuracy
     summary: Summary
-    scores: dict[str, ScorerSummary] = Field(default_factory=dict)
-    retrieval: RetrievalSummary | None = None
-    routing: RoutingSummary | None = None
+    scores: dict[str, ScorerTally] = Field(default_factory=dict)
     answerability: Answerability | None = None
-    faithfulness: Faithfulness | None = None
     tokens_by_node: dict[str, Usage] = Field(default_factory=dict)
     cost: Cost = Field(default_factory=Cost)
     latency: Latency = Field(default_factory=Latency)
@@ -175,6 +129,49 @@ class Board(StrictModel):
     planned_cases: int = 0
     completed_cases: int = 0
     results: list[CaseRecord] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _summaries_under_their_scorers(cls, data: Any) -> Any:
+        """Boards written before scorers owned their summaries kept three of them beside the
+        tallies; each moves under its scorer's tally."""
+        if not isinstance(data, dict) or not LEGACY_SUMMARY_KEYS.keys() & data.keys():
+            return data
+        data = dict(data)
+        scores = {name: dict(tally) for name, tally in (data.get("scores") or {}).items()}
+        for key, scorer in LEGACY_SUMMARY_KEYS.items():
+            summary = data.pop(key, None)
+            if summary is not None:
+                scores.setdefault(scorer, {})["summary"] = summary
+        data["scores"] = scores
+        return data
+
+    def summaries(self) -> dict[str, ScorerSummary]:
+        """What each scorer contributes, typed by its scorer's ``summary_model``, in the tallies'
+        order. A summary whose scorer is not installed here is left out (its JSON stays)."""
+        out: dict[str, ScorerSummary] = {}
+        for name, tally in self.scores.items():
+            model = getattr(scorer_class(name), "summary_model", None) if tally.summary is not None else None
+            if model is not None:
+                out[name] = model.model_validate(tally.summary)
+        return out
+
+    def summary_metrics(self) -> dict[str, float]:
+        """Every scorer's numbers to plot, in one mapping (Dagster metadata)."""
+        return {key: value for summary in self.summaries().values() for key, value in summary.metrics().items()}
+
+    # The three summaries boards once kept under their own names, for the readers that use them.
+    @property
+    def retrieval(self) -> ScorerSummary | None:
+        return self.summaries().get(LEGACY_SUMMARY_KEYS["retrieval"])
+
+    @property
+    def routing(self) -> ScorerSummary | None:
+        return self.summaries().get(LEGACY_SUMMARY_KEYS["routing"])
+
+    @property
+    def faithfulness(self) -> ScorerSummary | None:
+        return self.summaries().get(LEGACY_SUMMARY_KEYS["faithfulness"])
 
 
 # ---------------------------------------------------------------- several configs side by side
@@ -280,30 +277,9 @@ def lenient_status(record: CaseRecord) -> Verdict:
     return record.lenient_status if record.lenient_status is not None else record.status
 
 
-def _lenient_flag(detail: dict[str, Any]) -> bool | None:
-    value = detail.get("lenient")
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, dict):
-        passed = value.get("passed")
-        return passed if isinstance(passed, bool) else None
-    return None
-
-
 def execution_lenient_status(record: CaseRecord) -> Verdict | None:
-    """Execution accuracy with result_match read leniently: a strict pass stays a pass, and a
-    strict miss passes when result_match's lenient reading passed and no other execution
-    scorer (outcome) failed."""
-    strict = record.execution_status
-    if strict is None or strict in ("pass", "error", "skip"):
-        return strict
-    match = record.scores.get("result_match")
-    if match is None or not _lenient_flag(match.detail):
-        return strict
-    outcome = record.scores.get("outcome")
-    if outcome is not None and outcome.applies and outcome.passed is not True:
-        return strict
-    return "pass"
+    """Execution accuracy with result_match read leniently (see judging's ``execution_lenient_status``)."""
+    return execution_lenient(record.scores, record.execution_status)
 
 
 def _all_pass_by_key(records: Iterable[CaseRecord], verdict: Callable[[CaseRecord], str | None]) -> dict[str, list[bool]]:
@@ -384,15 +360,20 @@ def _summary(records: Sequence[CaseRecord]) -> Summary:
     return Summary(roles=dict(sorted(roles.items())), total=total)
 
 
-def _scores(scored: Sequence[CaseRecord], order: Sequence[str]) -> dict[str, ScorerSummary]:
-    tallies: dict[str, ScorerSummary] = {}
+def _scores(scored: Sequence[CaseRecord], order: Sequence[str]) -> dict[str, ScorerTally]:
+    """Each scorer's tally, and its own summary when it has ``summarize`` (and is installed here)."""
+    tallies: dict[str, ScorerTally] = {}
     values: dict[str, list[float]] = defaultdict(list)
     names = list(order) + sorted({n for r in scored for n in r.scores} - set(order))
     for name in names:
-        tally = ScorerSummary()
+        tally = ScorerTally()
+        runs: list[Scored] = []
         for record in scored:
             score = record.scores.get(name)
-            if score is None or not score.applies:
+            if score is None:
+                continue
+            runs.append(Scored(case_id=record.case_id, role=record.role, pass_index=record.pass_index, score=score))
+            if not score.applies:
                 continue
             tally.applied += 1
             if score.errored:
@@ -405,57 +386,11 @@ def _scores(scored: Sequence[CaseRecord], order: Sequence[str]) -> dict[str, Sco
                 values[name].append(score.value)
         if tally.applied or name in order:
             tally.mean = sum(values[name]) / len(values[name]) if values[name] else None
+            summarize = getattr(scorer_class(name), "summarize", None)
+            summary = summarize(runs) if callable(summarize) else None
+            tally.summary = summary.model_dump(mode="json") if summary is not None else None
             tallies[name] = tally
     return tallies
-
-
-def _count(value: Any) -> float:
-    if isinstance(value, (list, tuple, set, dict)):
-        return float(len(value))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return 0.0
-
-
-def _retrieval(scored: Sequence[CaseRecord]) -> RetrievalSummary | None:
-    details: list[dict[str, Any]] = []
-    for record in scored:
-        score = record.scores.get("retrieval_recall")
-        if score is None or score.passed is None:
-            continue
-        detail = score.detail if "table_recall" in score.detail else (record.retrieval or {})
-        if "table_recall" in detail or "column_recall" in detail:
-            details.append(detail)
-    if not details:
-        return None
-    n = len(details)
-    table = [float(d.get("table_recall", 0.0)) for d in details]
-    column = [float(d.get("column_recall", 0.0)) for d in details]
-    return RetrievalSummary(
-        cases=n,
-        table_recall=sum(table) / n,
-        column_recall=sum(column) / n,
-        perfect_tables=sum(1 for v in table if v >= 1.0),
-        perfect_columns=sum(1 for v in column if v >= 1.0),
-        tables_sent=sum(_count(d.get("tables_sent")) for d in details) / n,
-        columns_sent=sum(_count(d.get("columns_sent")) for d in details) / n,
-    )
-
-
-def _routing(scored: Sequence[CaseRecord]) -> RoutingSummary | None:
-    top1: list[bool] = []
-    shortlist: list[bool] = []
-    for record in scored:
-        score = record.scores.get("routing")
-        if score is None or score.passed is None:
-            continue
-        if isinstance(score.detail.get("top1"), bool) and isinstance(score.detail.get("shortlist"), bool):
-            top1.append(score.detail["top1"])
-            shortlist.append(score.detail["shortlist"])
-    if not top1:
-        return None
-    return RoutingSummary(cases=len(top1), top1=Rate.of(sum(top1), len(top1)),
-                          shortlist=Rate.of(sum(shortlist), len(shortlist)))
 
 
 def _answerability(scored: Sequence[CaseRecord], mode: str) -> Answerability | None:
@@ -469,30 +404,6 @@ def _answerability(scored: Sequence[CaseRecord], mode: str) -> Answerability | N
     wrongly = [r for r in answerable if r.error_code == QUESTION_NOT_ANSWERABLE]
     return Answerability(correctly_declined=Rate.of(len(declined), len(unanswerable)),
                          wrongly_declined=Rate.of(len(wrongly), len(answerable)))
-
-
-def _faithfulness(scored: Sequence[CaseRecord]) -> Faithfulness | None:
-    checked: list[tuple[CaseRecord, dict[str, Any]]] = []
-    for record in scored:
-        detail = record.faithfulness
-        if detail is None:
-            score = record.scores.get("faithfulness")
-            if score is None or score.passed is None:
-                continue
-            detail = {"faithful": score.passed, **score.detail}
-        if "faithful" in detail:
-            checked.append((record, detail))
-    if not checked:
-        return None
-    unfaithful = [
-        Unfaithful(case=r.case_id, role=r.role, pass_index=r.pass_index,
-                   unsupported_numbers=list(d.get("unsupported_numbers") or []),
-                   unsupported_entities=list(d.get("unsupported_entities") or []))
-        for r, d in checked if not d.get("faithful")
-    ]
-    faithful = len(checked) - len(unfaithful)
-    return Faithfulness(answers=len(checked), faithful=faithful, rate=faithful / len(checked),
-                        unfaithful=unfaithful)
 
 
 def _with_reruns(records: Sequence[CaseRecord]) -> list[CaseRecord]:
@@ -565,10 +476,7 @@ def build_board(config: str, records: Sequence[CaseRecord], meta: RunMeta) -> Bo
         accuracy=_accuracy(scored, meta.passes),
         summary=_summary(records),
         scores=_scores(scored, meta.scorers),
-        retrieval=_retrieval(scored),
-        routing=_routing(scored),
         answerability=_answerability(scored, meta.mode),
-        faithfulness=_faithfulness(scored),
         tokens_by_node=dict(sorted(tokens.items())),
         cost=Cost(total_usd=total_usd, per_case_usd=total_usd / len(scored) if scored else 0.0,
                   unknown_cost_calls=unknown),
@@ -625,17 +533,6 @@ def build_report(records: list[CaseRecord], meta: RunMeta) -> EvalReport:
 # ---------------------------------------------------------------- Markdown
 
 
-def percent(value: float) -> str:
-    return f"{value * 100:.1f}%"
-
-
-def rate_cell(rate: Rate) -> str:
-    """``57.4% (43.3%–70.5%)``, or ``n/a`` when nothing was counted."""
-    if rate.total == 0:
-        return "n/a"
-    return f"{percent(rate.rate)} ({percent(rate.low)}–{percent(rate.high)})"
-
-
 def md_escape(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
@@ -679,13 +576,7 @@ def to_markdown(board: Board) -> str:
         + ").",
         f"Latency: mean {board.latency.mean:.2f} s, p50 {board.latency.p50:.2f} s, p95 {board.latency.p95:.2f} s.",
     ]
-    if board.retrieval is not None:
-        r = board.retrieval
-        lines.append(f"Retrieval: table recall {percent(r.table_recall)}, column recall {percent(r.column_recall)} "
-                     f"(every table {r.perfect_tables} of {r.cases}, every column {r.perfect_columns} of {r.cases}); "
-                     f"sent {r.tables_sent:.1f} tables and {r.columns_sent:.1f} columns on average.")
-    if board.routing is not None:
-        lines.append(f"Routing: top-1 {rate_cell(board.routing.top1)}, shortlist {rate_cell(board.routing.shortlist)}.")
+    lines += [line for summary in board.summaries().values() if (line := summary.markdown())]
     if board.determinism is not None:
         d = board.determinism
         lines.append(f"Determinism: {d.deterministic_cases} of {d.total_cases} cases identical across passes.")

@@ -36,7 +36,13 @@ from nl2sql_assets.evaluation.running.runner import (
     rows_sha256,
     run_cases,
 )
-from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
+from nl2sql_assets.evaluation.running.scorers import (
+    ScorerError,
+    ScorerRegistry,
+    register_scorer,
+    scorer_class,
+    unregister_scorer,
+)
 from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError, role_runs, select_cases
 
 __all__ = [
@@ -66,10 +72,13 @@ __all__ = [
     "get_mode",
     "key_free_configs",
     "llm_mode",
+    "register_scorer",
     "reserved_config_names",
     "resolve_config",
     "role_runs",
     "rows_sha256",
     "run_cases",
+    "scorer_class",
     "select_cases",
+    "unregister_scorer",
 ]

@@ -11,10 +11,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, computed_field, model_validator
 
 from nl2sql_assets.config import StrictModel
-from nl2sql_assets.evaluation.judging.scorers import Score, Verdict
+from nl2sql_assets.evaluation.judging.scorers import Faithfulness, Score, Verdict
 from nl2sql_assets.evaluation.running.modes import ModeName, Stopped
 from nl2sql_assets.evaluation.running.request import RunRequest
 from nl2sql_assets.llm.calls import Usage
@@ -57,9 +57,29 @@ class CaseRecord(StrictModel):
     latency_s: float = 0.0
     timings: dict[str, float] = Field(default_factory=dict)
     retries: int = 0
-    faithfulness: dict[str, Any] | None = None
     retrieval: dict[str, Any] | None = None
     routed: list[str] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _faithfulness_is_its_score(cls, data: Any) -> Any:
+        """Records once kept the faithfulness check beside the scores; it is the faithfulness
+        score (a record that has the score keeps it as it is)."""
+        if isinstance(data, dict) and "faithfulness" in data:
+            data = dict(data)
+            check = data.pop("faithfulness")
+            scores = data.get("scores") or {}
+            if check is not None and "faithfulness" not in scores:
+                data["scores"] = {**scores, "faithfulness": Faithfulness.score_of(check)}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def faithfulness(self) -> dict[str, Any] | None:
+        """The faithfulness check of the written answer, as the faithfulness scorer made it (None
+        when no answer was checked)."""
+        detail = Faithfulness.detail_of(self.scores.get("faithfulness"))
+        return None if detail is None else detail.check()
 
 
 # ---------------------------------------------------------------- the run's metadata

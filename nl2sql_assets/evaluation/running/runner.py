@@ -118,14 +118,6 @@ def build_case_record(
         execution = None if execution is None else "error"
         reason = f"engine: {result.error_message}"
     rows = result.rows
-    faith = scores.get("faithfulness")
-    faithfulness = None
-    if faith is not None and faith.passed is not None:
-        faithfulness = {
-            k: faith.detail[k]
-            for k in ("faithful", "unsupported_numbers", "unsupported_entities", "checked")
-            if k in faith.detail
-        }
     return CaseRecord(
         suite=rr.suite,
         case_id=case.id,
@@ -159,7 +151,6 @@ def build_case_record(
         latency_s=latency_s,
         timings=dict(result.timings),
         retries=result.retries,
-        faithfulness=faithfulness,
         retrieval=result.retrieval,
         routed=result.routing,
     )

@@ -7,6 +7,7 @@ version must fail loudly when it is registered, not half-way through a paid run.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import inspect
 from collections.abc import Iterable, Mapping
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from nl2sql_assets.config import ProjectConfig
 from nl2sql_assets.errors import UserError
-from nl2sql_assets.evaluation.judging.scorers import BUILTIN_SCORERS, INTERFACE_VERSION, Scorer
+from nl2sql_assets.evaluation.judging.scorers import BUILTIN_SCORERS, INTERFACE_VERSION, Scorer, ScorerSummary
 from nl2sql_assets.evaluation.running.modes import MODES
 
 ENTRY_POINT_GROUP = "nl2sql.scorers"
@@ -49,6 +50,52 @@ def check_scorer_class(name: str, cls: Any) -> None:
     for attr in ("from_config", "score"):
         if not callable(getattr(cls, attr, None)):
             raise ScorerError(f"{where}: has no callable {attr}")
+    if hasattr(cls, "summarize"):  # optional: a scorer that sums its scores up names its summary model
+        summary_model = getattr(cls, "summary_model", None)
+        if not callable(cls.summarize) or not (inspect.isclass(summary_model) and issubclass(summary_model, ScorerSummary)):
+            raise ScorerError(f"{where}: summarize needs a summary_model, a ScorerSummary subclass, got {summary_model!r}")
+
+
+#: Plugins registered in code (``register_scorer``), by name: every default registry has them.
+_REGISTERED: dict[str, type] = {}
+
+
+def register_scorer(name: str, cls: type, *, replace: bool = False) -> None:
+    """Register a plugin scorer in code, for every run of this process (and the boards that read
+    its summary). A built-in's name is taken; ``replace`` overrides an earlier registration."""
+    if name in BUILTIN_SCORERS:
+        raise ScorerError(f"scorer {name!r} is a built-in; choose another name")
+    existing = _REGISTERED.get(name)
+    if existing is not None and existing is not cls and not replace:
+        raise ScorerError(
+            f"scorer {name!r} is already registered ({_describe(existing)}); pass replace=True to override it"
+        )
+    check_scorer_class(name, cls)
+    _REGISTERED[name] = cls
+
+
+def unregister_scorer(name: str) -> None:
+    """Forget a scorer ``register_scorer`` added (a test's plugin, when the test is done)."""
+    _REGISTERED.pop(name, None)
+
+
+def scorer_class(name: str) -> type | None:
+    """The scorer class a stored board's scorer name stands for (a built-in, a plugin registered
+    in code, or an installed entry point), or None when it is not installed here."""
+    return BUILTIN_SCORERS.get(name) or _REGISTERED.get(name) or _entry_point_classes().get(name)
+
+
+@functools.cache
+def _entry_point_classes() -> dict[str, type]:
+    """Installed plugins, loaded once, for reading boards: one that fails to load is left out
+    (running a scorer that fails to load is an error, in ``ScorerRegistry.default``)."""
+    found: dict[str, type] = {}
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            found[ep.name] = ep.load()
+        except Exception:
+            continue
+    return found
 
 
 class ScorerRegistry:
@@ -66,8 +113,11 @@ class ScorerRegistry:
 
     @classmethod
     def default(cls) -> ScorerRegistry:
-        """The five built-ins, then every entry point of group ``nl2sql.scorers``."""
+        """The five built-ins, the plugins registered in code, then every entry point of group
+        ``nl2sql.scorers``."""
         registry = cls.builtins()
+        for name, scorer_cls in _REGISTERED.items():
+            registry.add(name, scorer_cls)
         registry.load_entry_points()
         return registry
 

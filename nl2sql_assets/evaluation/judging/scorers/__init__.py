@@ -11,16 +11,24 @@ from nl2sql_assets.evaluation.judging.scorers.base import (
     CaseRun,
     NoConfig,
     Score,
+    Scored,
     Scorer,
+    ScorerSummary,
+    Summarizes,
     safe_score,
     score_run,
 )
-from nl2sql_assets.evaluation.judging.scorers.faithfulness import Faithfulness
+from nl2sql_assets.evaluation.judging.scorers.faithfulness import Faithfulness, FaithfulnessSummary
 from nl2sql_assets.evaluation.judging.scorers.outcome import Outcome
 from nl2sql_assets.evaluation.judging.scorers.result_match import ResultMatch
-from nl2sql_assets.evaluation.judging.scorers.retrieval_recall import RetrievalRecall
-from nl2sql_assets.evaluation.judging.scorers.routing import Routing, RoutingConfig
-from nl2sql_assets.evaluation.judging.scorers.verdict import EXECUTION_SCORERS, Verdict, case_status
+from nl2sql_assets.evaluation.judging.scorers.retrieval_recall import RetrievalRecall, RetrievalSummary
+from nl2sql_assets.evaluation.judging.scorers.routing import Routing, RoutingConfig, RoutingSummary
+from nl2sql_assets.evaluation.judging.scorers.verdict import (
+    EXECUTION_SCORERS,
+    Verdict,
+    case_status,
+    execution_lenient_status,
+)
 
 #: The built-ins, in the order the report lists them.
 BUILTIN_SCORERS: dict[str, type] = {
@@ -31,23 +39,36 @@ BUILTIN_SCORERS: dict[str, type] = {
     "routing": Routing,
 }
 
+#: Boards written before scorers owned their summaries kept these three under their own names
+#: (board key -> the scorer whose summary it is); reading such a board moves them under the scorer.
+LEGACY_SUMMARY_KEYS: dict[str, str] = {"retrieval": "retrieval_recall", "routing": "routing",
+                                       "faithfulness": "faithfulness"}
+
 
 __all__ = [
     "BUILTIN_SCORERS",
     "EXECUTION_SCORERS",
     "INTERFACE_VERSION",
+    "LEGACY_SUMMARY_KEYS",
     "CaseRun",
     "Faithfulness",
+    "FaithfulnessSummary",
     "NoConfig",
     "Outcome",
     "ResultMatch",
     "RetrievalRecall",
+    "RetrievalSummary",
     "Routing",
     "RoutingConfig",
+    "RoutingSummary",
     "Score",
+    "Scored",
     "Scorer",
+    "ScorerSummary",
+    "Summarizes",
     "Verdict",
     "case_status",
+    "execution_lenient_status",
     "safe_score",
     "score_run",
 ]

@@ -1,12 +1,24 @@
-"""The scorer contract: a small object that answers one question about one case run."""
+"""The scorer contract: a small object that answers one question about one case run, and sums
+its own answers up for a board.
+
+A scorer writes its ``Score.detail`` through a typed detail model of its own (``detail_model``)
+and reads it back through the same model in ``summarize``, which turns the scores of a board's
+case runs into the scorer's contribution to it: a ``ScorerSummary`` subclass (``summary_model``) that
+says how its numbers read (Markdown, a CLI clause, a results-page cell) and which ones to plot.
+Boards, reports, the CLI, the results page and the Dagster metadata show whatever scorers
+contribute, without knowing any of them. Both are optional: a scorer without ``summarize``
+contributes its tally only.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nl2sql_assets.config import StrictModel
 from nl2sql_assets.engine.result import QueryResult
 from nl2sql_assets.evaluation.suites import EvalCase, Outcome
 
@@ -55,8 +67,42 @@ class NoConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+@dataclass(frozen=True)
+class Scored:
+    """One case run's score with the run it belongs to: what ``summarize`` is given."""
+
+    case_id: str
+    role: str
+    pass_index: int
+    score: Score
+
+
+class ScorerSummary(StrictModel):
+    """A scorer's own numbers on a board, beside its tally. Subclasses add the fields; these
+    methods say how they read, so whoever shows a board needs to know no scorer."""
+
+    def metrics(self) -> dict[str, float]:
+        """Numbers to plot over time (Dagster metadata), under names unique across scorers."""
+        return {}
+
+    def markdown(self) -> str | None:
+        """A sentence under the board's tables."""
+        return None
+
+    def text(self) -> str | None:
+        """A clause of the CLI's line for a board whose runs execute nothing."""
+        return None
+
+    def cell(self) -> str | None:
+        """The results page's cell for a series whose runs execute nothing."""
+        return None
+
+
 @runtime_checkable
 class Scorer(Protocol):
+    """Interface version 1. ``detail_model``, ``summary_model`` and ``summarize`` are optional:
+    a scorer with ``summarize`` names the ``ScorerSummary`` subclass it returns in ``summary_model``."""
+
     interface_version: ClassVar[int]
     config_model: ClassVar[type[BaseModel]]
     modes: ClassVar[frozenset[str]]
@@ -65,6 +111,16 @@ class Scorer(Protocol):
     def from_config(cls, cfg: BaseModel) -> Scorer: ...
 
     def score(self, run: CaseRun) -> Score: ...
+
+
+class Summarizes(Protocol):
+    """What a scorer that sums its scores up for a board has beside ``Scorer``."""
+
+    detail_model: ClassVar[type[BaseModel]]
+    summary_model: ClassVar[type[ScorerSummary]]
+
+    @classmethod
+    def summarize(cls, scores: Sequence[Scored]) -> ScorerSummary | None: ...
 
 
 def safe_score(scorer: Scorer, run: CaseRun) -> Score:

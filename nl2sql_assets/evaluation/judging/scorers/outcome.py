@@ -11,6 +11,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
+from nl2sql_assets.config import StrictModel
 from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE, SECURITY_VIOLATION, QueryResult
 from nl2sql_assets.evaluation.judging.scorers.base import CaseRun, NoConfig, Score
 
@@ -31,17 +32,19 @@ def _got(result: QueryResult) -> str:
     return f"status {result.status}{code}"
 
 
+class OutcomeDetail(StrictModel):
+    """What the role should have got, what it got, and why that is a pass or a fail."""
+
+    expected: str
+    got: str
+    reason: str
+    message: str
+
+
 def _verdict(ok: bool, reason: str, message: str, result: QueryResult, expected: str) -> Score:
-    return Score(
-        value=1.0 if ok else 0.0,
-        passed=ok,
-        detail={
-            "expected": expected,
-            "got": _got(result),
-            "reason": "ok" if ok else reason,
-            "message": f"got {_got(result)} as expected" if ok else message,
-        },
-    )
+    detail = OutcomeDetail(expected=expected, got=_got(result), reason="ok" if ok else reason,
+                           message=f"got {_got(result)} as expected" if ok else message)
+    return Score(value=1.0 if ok else 0.0, passed=ok, detail=detail.model_dump())
 
 
 def _error_outcome(result: QueryResult, expected: str, code: str) -> Score:
@@ -63,6 +66,7 @@ def _error_outcome(result: QueryResult, expected: str, code: str) -> Score:
 class Outcome:
     interface_version: ClassVar[int] = 1
     config_model: ClassVar[type[BaseModel]] = NoConfig
+    detail_model: ClassVar[type[BaseModel]] = OutcomeDetail
     modes: ClassVar[frozenset[str]] = frozenset({"full", "plans"})
 
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from nl2sql_assets.config import StrictModel
 from nl2sql_assets.evaluation.judging.scorers.base import CaseRun, NoConfig, Score
 
 
@@ -24,22 +25,32 @@ def _gold_answers(run: CaseRun) -> list[tuple[str, list[list[Any]]]]:
     return answers
 
 
+class LenientMatch(StrictModel):
+    """The lenient reading of the same rows (extra columns, column order, text spellings forgiven)."""
+
+    passed: bool
+    reason: str
+    matched: str | None = None
+
+
+class ResultMatchDetail(StrictModel):
+    """Which reviewed answer the rows matched (``rows`` or ``alt_sql[i]``), or why none did."""
+
+    reason: str
+    message: str
+    matched: str | None = None
+    lenient: LenientMatch
+
+
 def _fail(reason: str, message: str) -> Score:
-    return Score(
-        value=0.0,
-        passed=False,
-        detail={
-            "reason": reason,
-            "message": message,
-            "matched": None,
-            "lenient": {"passed": False, "reason": reason, "matched": None},
-        },
-    )
+    detail = ResultMatchDetail(reason=reason, message=message, lenient=LenientMatch(passed=False, reason=reason))
+    return Score(value=0.0, passed=False, detail=detail.model_dump())
 
 
 class ResultMatch:
     interface_version: ClassVar[int] = 1
     config_model: ClassVar[type[BaseModel]] = NoConfig
+    detail_model: ClassVar[type[BaseModel]] = ResultMatchDetail
     modes: ClassVar[frozenset[str]] = frozenset({"full", "plans"})
 
     @classmethod
@@ -84,14 +95,25 @@ class ResultMatch:
         assert strict_first is not None
         passed = matched is not None
         lenient_passed = lenient_matched is not None
-        detail: dict[str, Any] = {
-            "reason": "match" if passed else strict_first.reason,
-            "message": f"rows match {matched}" if passed else strict_first.message,
-            "matched": matched,
-            "lenient": {
-                "passed": lenient_passed,
-                "reason": "match" if lenient_passed or lenient_first is None else lenient_first.reason,
-                "matched": lenient_matched,
-            },
-        }
-        return Score(value=1.0 if passed else 0.0, passed=passed, detail=detail)
+        detail = ResultMatchDetail(
+            reason="match" if passed else strict_first.reason,
+            message=f"rows match {matched}" if passed else strict_first.message,
+            matched=matched,
+            lenient=LenientMatch(
+                passed=lenient_passed,
+                reason="match" if lenient_passed or lenient_first is None else lenient_first.reason,
+                matched=lenient_matched,
+            ),
+        )
+        return Score(value=1.0 if passed else 0.0, passed=passed, detail=detail.model_dump())
+
+    @staticmethod
+    def lenient_passed(score: Score) -> bool | None:
+        """The lenient verdict a result_match score carries (None when it carries none). Boards
+        once wrote it as a bare flag; both spellings read."""
+        value = score.detail.get("lenient")
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, dict) and isinstance(value.get("passed"), bool):
+            return value["passed"]
+        return None

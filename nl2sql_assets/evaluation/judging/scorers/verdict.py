@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from nl2sql_assets.evaluation.judging.scorers.base import Score
+from nl2sql_assets.evaluation.judging.scorers.result_match import ResultMatch
 
 EXECUTION_SCORERS = ("result_match", "outcome")
 #: A case run's status: every applicable scorer passed, one failed, one raised, or none applied.
@@ -48,7 +49,8 @@ def case_status(
             continue
         applied += 1
         if lenient and name == "result_match":
-            passed = bool(score.detail.get("lenient", {}).get("passed", passed))
+            lenient_passed = ResultMatch.lenient_passed(score)
+            passed = passed if lenient_passed is None else lenient_passed
         if not passed and first_fail is None:
             first_fail = f"{name}: {score_message(score)}"
     if first_error is not None:
@@ -56,3 +58,18 @@ def case_status(
     if first_fail is not None:
         return "fail", first_fail
     return ("pass" if applied else "skip"), ""
+
+
+def execution_lenient_status(scores: Mapping[str, Score], strict: Verdict | None) -> Verdict | None:
+    """Execution status with result_match read leniently: a strict pass stays a pass, and a strict
+    miss passes when result_match's lenient reading passed and no other execution scorer
+    (outcome) failed."""
+    if strict is None or strict in ("pass", "error", "skip"):
+        return strict
+    match = scores.get("result_match")
+    if match is None or not ResultMatch.lenient_passed(match):
+        return strict
+    outcome = scores.get("outcome")
+    if outcome is not None and outcome.applies and outcome.passed is not True:
+        return strict
+    return "pass"

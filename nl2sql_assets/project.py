@@ -8,7 +8,7 @@ datasource registry, its event bus, its warehouse and its scorers, and builds th
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from nl2sql_assets.engine.pipeline import Engine
     from nl2sql_assets.evaluation.history import SpendLedger, Warehouse
     from nl2sql_assets.evaluation.reporting import EvalReport, GateResult
-    from nl2sql_assets.evaluation.running import CaseRecord, CaseRuns, RunRequest, ScorerRegistry
+    from nl2sql_assets.evaluation.running import CaseRuns, OnCase, RunRequest, ScorerRegistry
     from nl2sql_assets.evaluation.suites import EvalSuite, RegenerateReport, SeedReport
 
 
@@ -97,9 +97,6 @@ class Project:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-OnCase = Callable[[str, "CaseRecord", float], None]
 
 
 class Evals:

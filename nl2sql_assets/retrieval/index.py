@@ -219,7 +219,8 @@ def ensure_index(snapshot: SchemaSnapshot, embedder: Embedder, folder: str | Pat
 
 class IndexStore:
     """The indexes of one project, built or loaded once per schema and shared by the retriever
-    and the router (thread-safe)."""
+    and the router (thread-safe). They are kept in ``folder`` (a project's is its warehouse's
+    ``schema_index/``, which the Dagster asset writes too), or only in memory."""
 
     def __init__(self, config: ProjectConfig, embedder: Embedder | None = None,
                  folder: str | Path | None = None) -> None:

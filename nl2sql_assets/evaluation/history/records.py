@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.errors import UserError, validation_summary
-from nl2sql_assets.evaluation.judging.scorers import LEGACY_SUMMARY_KEYS
+from nl2sql_assets.evaluation.judging.scorers import LEGACY_SUMMARY_KEYS, pop_legacy_summaries
 from nl2sql_assets.evaluation.judging.stats import Rate
 from nl2sql_assets.evaluation.reporting.report import (
     Answerability,
@@ -82,10 +82,9 @@ class Metrics(StrictModel):
             return data
         data = dict(data)
         scorers = dict(data.get("scorers") or {})
-        for key, name in LEGACY_SUMMARY_KEYS.items():
-            legacy = data.pop(key, None)
+        for name, legacy in pop_legacy_summaries(data).items():
             model = getattr(scorer_class(name), "summary_model", None)
-            if legacy is not None and model is not None:
+            if model is not None:
                 scorers.setdefault(name, model.model_validate(legacy).metrics())
         data["scorers"] = scorers
         return data

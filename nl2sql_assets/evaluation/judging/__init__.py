@@ -13,14 +13,38 @@ from nl2sql_assets.evaluation.judging.comparison import (
     rows_from_dicts,
 )
 from nl2sql_assets.evaluation.judging.faithfulness import check_faithfulness
+from nl2sql_assets.evaluation.judging.scorers import (
+    BUILTIN_SCORERS,
+    CaseRun,
+    NoConfig,
+    Score,
+    Scored,
+    Scorer,
+    ScorerSummary,
+    Verdict,
+    case_status,
+    score_run,
+)
+from nl2sql_assets.evaluation.judging.stats import Rate
 
 __all__ = [
+    "BUILTIN_SCORERS",
     "COMPARATOR_VERSION",
+    "CaseRun",
     "Comparison",
+    "NoConfig",
+    "Rate",
+    "Score",
+    "Scored",
+    "Scorer",
+    "ScorerSummary",
+    "Verdict",
+    "case_status",
     "check_faithfulness",
     "compare_results",
     "compare_results_lenient",
     "explain_lenient",
     "explain_strict",
     "rows_from_dicts",
+    "score_run",
 ]

@@ -20,7 +20,13 @@ from nl2sql_assets.config import StrictModel
 from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE
 from nl2sql_assets.errors import validation_summary
 from nl2sql_assets.evaluation.judging import stats
-from nl2sql_assets.evaluation.judging.scorers import LEGACY_SUMMARY_KEYS, Scored, ScorerSummary, Verdict
+from nl2sql_assets.evaluation.judging.scorers import (
+    LEGACY_SUMMARY_KEYS,
+    Scored,
+    ScorerSummary,
+    Verdict,
+    pop_legacy_summaries,
+)
 from nl2sql_assets.evaluation.judging.scorers import execution_lenient_status as execution_lenient
 from nl2sql_assets.evaluation.judging.stats import Rate, rate_cell
 from nl2sql_assets.evaluation.running.modes import get_mode
@@ -139,10 +145,8 @@ class Board(StrictModel):
             return data
         data = dict(data)
         scores = {name: dict(tally) for name, tally in (data.get("scores") or {}).items()}
-        for key, scorer in LEGACY_SUMMARY_KEYS.items():
-            summary = data.pop(key, None)
-            if summary is not None:
-                scores.setdefault(scorer, {})["summary"] = summary
+        for scorer, summary in pop_legacy_summaries(data).items():
+            scores.setdefault(scorer, {})["summary"] = summary
         data["scores"] = scores
         return data
 

@@ -31,6 +31,7 @@ from nl2sql_assets.evaluation.running.results import (
 )
 from nl2sql_assets.evaluation.running.runner import (
     ENGINE_ERROR,
+    OnCase,
     arun_cases,
     build_case_record,
     rows_sha256,
@@ -56,6 +57,7 @@ __all__ = [
     "Measure",
     "Mode",
     "ModeName",
+    "OnCase",
     "RoleRun",
     "RunFacts",
     "RunMeta",

@@ -61,6 +61,7 @@ OnCase = Callable[[str, CaseRecord, float], None]
 
 __all__ = [
     "ENGINE_ERROR",
+    "OnCase",
     "RunRefused",
     "SelectionError",
     "arun_cases",

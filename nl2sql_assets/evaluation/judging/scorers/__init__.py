@@ -6,6 +6,8 @@ that applies to it passes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from nl2sql_assets.evaluation.judging.scorers.base import (
     INTERFACE_VERSION,
     CaseRun,
@@ -39,10 +41,16 @@ BUILTIN_SCORERS: dict[str, type] = {
     "routing": Routing,
 }
 
-#: Boards written before scorers owned their summaries kept these three under their own names
-#: (board key -> the scorer whose summary it is); reading such a board moves them under the scorer.
+#: Boards and records written before scorers owned their summaries kept these three under their
+#: own names (that key -> the scorer whose summary it is); reading one moves them under the scorer.
 LEGACY_SUMMARY_KEYS: dict[str, str] = {"retrieval": "retrieval_recall", "routing": "routing",
                                        "faithfulness": "faithfulness"}
+
+
+def pop_legacy_summaries(data: dict[str, Any]) -> dict[str, Any]:
+    """Take those three out of ``data`` (a board's or a record's metrics, as JSON), by scorer."""
+    return {scorer: summary for key, scorer in LEGACY_SUMMARY_KEYS.items()
+            if (summary := data.pop(key, None)) is not None}
 
 
 __all__ = [
@@ -69,6 +77,7 @@ __all__ = [
     "Verdict",
     "case_status",
     "execution_lenient_status",
+    "pop_legacy_summaries",
     "safe_score",
     "score_run",
 ]

@@ -25,11 +25,10 @@ from nl2sql_assets.evaluation.suites import EvalCase, Outcome
 INTERFACE_VERSION = 1
 
 
-class Score(BaseModel):
+class Score(StrictModel):
     """``value`` in 0..1 and ``passed``; both None when the scorer does not apply.
-    ``passed`` None with ``detail["error"]`` set means the scorer raised."""
-
-    model_config = ConfigDict(extra="forbid")
+    ``passed`` None with ``detail["error"]`` set means the scorer raised. ``detail`` is the
+    scorer's detail model as JSON."""
 
     value: float | None = None
     passed: bool | None = None
@@ -44,7 +43,7 @@ class Score(BaseModel):
         return self.passed is None and "error" in self.detail
 
 
-class CaseRun(BaseModel):
+class CaseRun(StrictModel):
     """What a scorer is given: one case asked once, as one role, in one mode."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -63,8 +62,8 @@ class CaseRun(BaseModel):
         return self.case.outcome[self.role]
 
 
-class NoConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class NoConfig(StrictModel):
+    """The config model of a scorer that takes no settings."""
 
 
 @dataclass(frozen=True)

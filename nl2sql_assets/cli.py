@@ -129,8 +129,12 @@ def _cmd_eval_run(args: argparse.Namespace) -> int:
 
 
 def _eval_run(args: argparse.Namespace, project: Any) -> int:
+    from nl2sql_assets.atomic import check_writable
     from nl2sql_assets.evaluation.gate import BaselineError
     from nl2sql_assets.evaluation.report import save_report
+
+    out = Path(args.out) if args.out else project.root / f"eval_{args.mode}.json"
+    check_writable(out)  # before the run, which may cost money: never lose a finished run
 
     llm = None
     if args.llm:
@@ -158,7 +162,6 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     )
     if sys.stderr.isatty():
         sys.stderr.write("\n")
-    out = Path(args.out) if args.out else project.root / f"eval_{args.mode}.json"
     save_report(report, out)
     for name, board in report.configs.items():
         if report.mode == "retrieval":

@@ -50,6 +50,7 @@ from nl2sql_assets.engine.sqlgen import generate_sql, qualify_plan
 from nl2sql_assets.engine.validator import ValidationOutcome, validate_plan
 from nl2sql_assets.llm.client import LLMCallError, LLMClient
 from nl2sql_assets.policy import PolicyDecision, check_sql
+from nl2sql_assets.redact import redact
 
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
@@ -110,7 +111,7 @@ class _RunState:
             role=self.role,
             status=status,
             error_code=code,
-            error_message=message,
+            error_message=redact(message) if message else message,
             result_sets=self.result_sets,
             sql=self.sql,
             plan=self.plan,

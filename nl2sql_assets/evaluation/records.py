@@ -34,6 +34,7 @@ from nl2sql_assets.evaluation.report import (
     RetrievalSummary,
     RoutingSummary,
 )
+from nl2sql_assets.redact import redact
 
 RECORD_SCHEMA = 2
 UNKNOWN = "unknown"
@@ -291,7 +292,7 @@ def write_record(record: BenchmarkRecord, root: str | Path) -> Path:
     overwritten; a failed write leaves nothing and names the file and the cause."""
     folder = record_dir(record, Path(root))
     stem = record_stem(record)
-    text = record.to_json()
+    text = redact(record.to_json())
     for n in range(1, 10_000):
         path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
         try:

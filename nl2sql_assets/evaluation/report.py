@@ -21,6 +21,7 @@ from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE, Usage
 from nl2sql_assets.errors import validation_summary
 from nl2sql_assets.evaluation import stats
 from nl2sql_assets.evaluation.case_record import CaseRecord, Verdict
+from nl2sql_assets.redact import redact
 
 Mode = Literal["full", "plans", "retrieval"]
 VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "skip")
@@ -323,7 +324,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 
 def save_report(report: EvalReport, path: str | Path) -> Path:
-    return atomic_write_text(path, report.model_dump_json(indent=2) + "\n")
+    return atomic_write_text(path, redact(report.model_dump_json(indent=2)) + "\n")
 
 
 def load_report(path: str | Path) -> EvalReport:

@@ -25,7 +25,6 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
-import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +49,7 @@ from nl2sql_assets.evaluation.scorers import (
     score_run,
 )
 from nl2sql_assets.evaluation.selection import RoleRun, SelectionError, role_runs, select_cases
+from nl2sql_assets.redact import get_logger, redact
 
 if TYPE_CHECKING:
     from nl2sql_assets.engine.pipeline import Engine
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from nl2sql_assets.evaluation.suite import EvalSuite
     from nl2sql_assets.evaluation.warehouse import SpendLedger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)  # redacting: see nl2sql_assets.redact
 
 PLANS_CONFIG = "plans"
 RETRIEVAL_CONFIG = "retrieval"
@@ -109,7 +109,7 @@ def _error_result(rr: RoleRun, exc: BaseException) -> QueryResult:
         role=rr.role,
         status="error",
         error_code=ENGINE_ERROR,
-        error_message=f"{type(exc).__name__}: {exc}",
+        error_message=redact(f"{type(exc).__name__}: {exc}"),
     )
 
 

@@ -349,9 +349,9 @@ def _cmd_configs(args: argparse.Namespace) -> int:
                              "choose another name for an llm section")
         if args.llm:
             target = project_configs_dir(config) / f"{name}.yaml"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(f"# llm section for config {name} (from {args.llm})\n" + _llm_section_text(args.llm),
-                              encoding="utf-8")
+            from nl2sql_assets.atomic import atomic_write
+
+            atomic_write(target, f"# llm section for config {name} (from {args.llm})\n" + _llm_section_text(args.llm))
         mode, _ = resolve_config(name, config)  # refuses a name that resolves to nothing
         new = register_configs(instance, [name])
     print(f"config {name!r} ({mode}) " + ("registered" if new else "was already registered"))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.config import ProjectConfig
 from nl2sql_assets.defs.resources import ProjectResource
 
@@ -53,8 +54,7 @@ def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
                 ds_id = key.path[-1]
                 snap = proj.registry.snapshot(ds_id)
                 out = project.warehouse.root / "snapshots" / f"{ds_id}.json"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(snap.model_dump_json(indent=1), encoding="utf-8")
+                atomic_write(out, snap.model_dump_json(indent=1))
                 yield dg.MaterializeResult(
                     asset_key=key,
                     metadata={

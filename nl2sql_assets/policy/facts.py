@@ -29,7 +29,6 @@ from collections import OrderedDict
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
@@ -140,7 +139,7 @@ def _analyse_cached(sql: str, dialect: str, fingerprint: str, schema: _Schema) -
 def _analyse(sql: str, dialect: str, snapshot: SchemaSnapshot, mapping: MappingSchema) -> QueryFacts:
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
-    except SqlglotError as exc:
+    except Exception as exc:  # sqlglot's own errors, and anything else it trips on: refused, never raised
         return QueryFacts(sql=sql, dialect=dialect, parse_error=_first_line(exc))
     if len(statements) != 1:
         return QueryFacts(sql=sql, dialect=dialect, parse_error=f"{len(statements)} statements, expected one query")
@@ -152,11 +151,10 @@ def _analyse(sql: str, dialect: str, snapshot: SchemaSnapshot, mapping: MappingS
     functions = frozenset(_function_names(tree))
     unresolved: list[str] = [f"{o}" for o in _opaque_references(tree)]
 
-    work = tree.copy()
     try:
-        _mark_shadowed_aliases(work)
-        qualified = qualify(
-            work,
+        _mark_shadowed_aliases(tree)
+        qualified = qualify(  # in place: the tree was parsed for this analysis alone
+            tree,
             dialect=dialect,
             schema=mapping,
             expand_stars=True,
@@ -164,7 +162,7 @@ def _analyse(sql: str, dialect: str, snapshot: SchemaSnapshot, mapping: MappingS
             quote_identifiers=False,
             identify=False,
         )
-    except (SqlglotError, ValueError, KeyError) as exc:
+    except Exception as exc:  # fail closed: a statement sqlglot cannot qualify is not allowed
         unresolved.append(f"cannot resolve the names: {_first_line(exc)}")
         return QueryFacts(sql=sql, dialect=dialect, table_refs=table_refs, functions=functions,
                           unresolved=tuple(unresolved))
@@ -173,7 +171,7 @@ def _analyse(sql: str, dialect: str, snapshot: SchemaSnapshot, mapping: MappingS
     try:
         for scope in traverse_scope(qualified):
             reads.scope(scope)
-    except (SqlglotError, ValueError, KeyError) as exc:
+    except Exception as exc:
         reads.unresolved.append(f"cannot walk the query's scopes: {_first_line(exc)}")
     unresolved.extend(reads.unresolved)
     return QueryFacts(

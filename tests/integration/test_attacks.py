@@ -116,6 +116,16 @@ SQL_ATTACKS: list[tuple[str, str, str, str]] = [
     ("quoted_names", "support", "viewer", 'SELECT "CUSTOMER_ID" FROM "Tickets"'),
     ("quoted_names", "support", "viewer", 'SELECT "Name" FROM AGENTS'),
     ("quoted_names", "support", "analyst", 'SELECT m."BODY" FROM "ticket_messages" m'),
+    # Columns read without being selected: implicit join keys, aggregate clauses, lateral sub-queries.
+    ("implicit_reads", "webanalytics", "viewer", "SELECT COUNT(*) AS n FROM sessions NATURAL JOIN conversions"),
+    ("implicit_reads", "webanalytics", "viewer", "SELECT COUNT(*) AS n FROM sessions s JOIN conversions c "
+                                                 "USING (customer_id)"),
+    ("implicit_reads", "support", "viewer", "SELECT x.c FROM tickets t, LATERAL (SELECT t.customer_id AS c) AS x"),
+    ("implicit_reads", "support", "viewer", "SELECT COUNT(*) FILTER (WHERE customer_id = 17) AS n FROM tickets"),
+    ("implicit_reads", "support", "viewer", "SELECT arg_max(ticket_id, customer_id) AS t FROM tickets"),
+    ("implicit_reads", "support", "viewer", "SELECT ticket_id FROM tickets WINDOW w AS (ORDER BY customer_id) "
+                                            "QUALIFY row_number() OVER w = 1"),
+    ("implicit_reads", "support", "viewer", "SELECT ticket_id FROM tickets WHERE (ticket_id, customer_id) = (1, 23)"),
     # Stars, whole rows and columns chosen by pattern or position (DuckDB).
     ("stars_and_rows", "support", "viewer", "SELECT * FROM tickets"),
     ("stars_and_rows", "support", "viewer", "SELECT t FROM tickets t"),

@@ -3,7 +3,9 @@
 A rule has a ``name`` (what a refusal reports as the rule that fired) and ``checks`` (one line
 saying what it checks); ``check`` returns a ``Finding`` when the statement breaks it, else
 None. ``RULES`` is the ordered registry ``check_sql`` runs, first finding wins: adding a rule
-is one class here and one line in ``RULES``.
+is one class here and one line in ``RULES``. The names are the ones policy probes use
+(suites/drafts/multidomain_pending.yaml): read_only, system_catalog, table_scope, column_scope;
+known_sources and resolved_names are this check's own fail-closed rules.
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ class PolicyRule:
         raise NotImplementedError
 
 
-class SingleQuery(PolicyRule):
-    name = "single_query"
-    checks = "the text is exactly one query sqlglot can parse in the datasource's dialect"
+class ReadOnlyQuery(PolicyRule):
+    name = "read_only"
+    checks = "the text is exactly one read query (SELECT, WITH, set operations) sqlglot can parse in the dialect"
 
     def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
         if facts.parse_error is None:
@@ -110,8 +112,8 @@ class ResolvedNames(PolicyRule):
         return Finding("names that do not resolve: " + "; ".join(facts.unresolved))
 
 
-class TableAccess(PolicyRule):
-    name = "table_access"
+class TableScope(PolicyRule):
+    name = "table_scope"
     checks = "the role may read every table the statement reads"
 
     def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
@@ -123,8 +125,8 @@ class TableAccess(PolicyRule):
         return Finding(f"role {ctx.role!r} may not read table(s) {', '.join(denied)}", denied=tuple(denied))
 
 
-class ColumnAccess(PolicyRule):
-    name = "column_access"
+class ColumnScope(PolicyRule):
+    name = "column_scope"
     checks = "the role may read every Table.Column the statement reads, in every clause and scope"
 
     def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
@@ -138,10 +140,10 @@ class ColumnAccess(PolicyRule):
 
 #: The rules ``check_sql`` runs, in order; the first that finds something decides.
 RULES: tuple[PolicyRule, ...] = (
-    SingleQuery(),
+    ReadOnlyQuery(),
     SystemCatalog(),
     KnownSources(),
     ResolvedNames(),
-    TableAccess(),
-    ColumnAccess(),
+    TableScope(),
+    ColumnScope(),
 )

@@ -66,19 +66,19 @@ def _ids(rows: list[tuple]) -> list[str]:
     return [f"{r[0]}-{r[1]}-{r[2][:48]}" for r in rows]
 
 
-# ---------------------------------------------------------------- single_query
+# ---------------------------------------------------------------- read_only
 
-SINGLE_QUERY = [
-    ("support", "admin", "SELECT 1 FROM", "single_query"),
-    ("support", "admin", "SELECT 1; SELECT 2", "single_query"),
-    ("store", "admin", "DELETE FROM Genre", "single_query"),
-    ("store", "admin", "", "single_query"),
+READ_ONLY = [
+    ("support", "admin", "SELECT 1 FROM", "read_only"),
+    ("support", "admin", "SELECT 1; SELECT 2", "read_only"),
+    ("store", "admin", "DELETE FROM Genre", "read_only"),
+    ("store", "admin", "", "read_only"),
     ("store", "admin", "SELECT Name FROM Genre;", None),
 ]
 
 
-@pytest.mark.parametrize(("ds", "role", "sql", "rule"), SINGLE_QUERY, ids=_ids(SINGLE_QUERY))
-def test_single_query(ds: str, role: str, sql: str, rule: str | None) -> None:
+@pytest.mark.parametrize(("ds", "role", "sql", "rule"), READ_ONLY, ids=_ids(READ_ONLY))
+def test_read_only_query(ds: str, role: str, sql: str, rule: str | None) -> None:
     assert decide(ds, role, sql).rule == rule
 
 
@@ -148,89 +148,89 @@ def test_resolved_names(ds: str, role: str, sql: str, rule: str | None) -> None:
     assert decide(ds, role, sql).rule == rule
 
 
-# ---------------------------------------------------------------- table_access
+# ---------------------------------------------------------------- table_scope
 
-TABLE_ACCESS = [
+TABLE_SCOPE = [
     ("store", "viewer", "SELECT Name FROM Genre", None),
-    ("store", "viewer", "SELECT COUNT(*) FROM Customer", "table_access"),
-    ("store", "viewer", 'SELECT "EMAIL" FROM "customer"', "table_access"),
-    ("store", "viewer", "SELECT [Email] FROM [CUSTOMER]", "table_access"),
-    ("store", "analyst", "SELECT BirthDate FROM main.Employee", "table_access"),
+    ("store", "viewer", "SELECT COUNT(*) FROM Customer", "table_scope"),
+    ("store", "viewer", 'SELECT "EMAIL" FROM "customer"', "table_scope"),
+    ("store", "viewer", "SELECT [Email] FROM [CUSTOMER]", "table_scope"),
+    ("store", "analyst", "SELECT BirthDate FROM main.Employee", "table_scope"),
     ("store", "analyst", "WITH Customer AS (SELECT FirstName, BirthDate FROM Employee) SELECT * FROM Customer",
-     "table_access"),
-    ("store", "analyst", "SELECT CustomerId FROM Customer UNION SELECT EmployeeId FROM Employee", "table_access"),
-    ("store", "analyst", "SELECT Email, (SELECT MAX(BirthDate) FROM Employee) FROM Customer", "table_access"),
+     "table_scope"),
+    ("store", "analyst", "SELECT CustomerId FROM Customer UNION SELECT EmployeeId FROM Employee", "table_scope"),
+    ("store", "analyst", "SELECT Email, (SELECT MAX(BirthDate) FROM Employee) FROM Customer", "table_scope"),
     ("store", "analyst", "SELECT Email FROM Customer c WHERE EXISTS "
-                         "(SELECT 1 FROM Employee e WHERE e.FirstName = c.FirstName)", "table_access"),
+                         "(SELECT 1 FROM Employee e WHERE e.FirstName = c.FirstName)", "table_scope"),
     # A CTE named after a denied table is the CTE: it reads Customer, which the analyst may read.
     ("store", "analyst", "WITH Employee AS (SELECT FirstName FROM Customer) SELECT FirstName FROM Employee", None),
     ("support", "viewer", "SELECT COUNT(*) FROM tickets", None),
-    ("support", "viewer", "SELECT COUNT(*) FROM ticket_messages", "table_access"),
+    ("support", "viewer", "SELECT COUNT(*) FROM ticket_messages", "table_scope"),
     ("support", "open", "SELECT body FROM ticket_messages", None),  # no roles defined: no RBAC
 ]
 
 
-@pytest.mark.parametrize(("ds", "role", "sql", "rule"), TABLE_ACCESS, ids=_ids(TABLE_ACCESS))
-def test_table_access(ds: str, role: str, sql: str, rule: str | None) -> None:
+@pytest.mark.parametrize(("ds", "role", "sql", "rule"), TABLE_SCOPE, ids=_ids(TABLE_SCOPE))
+def test_table_scope(ds: str, role: str, sql: str, rule: str | None) -> None:
     assert decide(ds, role, sql).rule == rule
 
 
-# ---------------------------------------------------------------- column_access, every clause and scope
+# ---------------------------------------------------------------- column_scope, every clause and scope
 
-COLUMN_ACCESS = [
+COLUMN_SCOPE = [
     # ORDER BY: a bare key is the alias; inside an expression SQLite and DuckDB read the column.
     ("support", "viewer", "SELECT ticket_id AS customer_id FROM tickets ORDER BY customer_id", None),
     ("support", "viewer", "SELECT ticket_id AS customer_id FROM tickets ORDER BY (customer_id)", None),
     ("support", "viewer", "SELECT ticket_id AS customer_id FROM tickets ORDER BY (customer_id = 17) DESC",
-     "column_access"),
-    ("support", "viewer", "SELECT ticket_id AS customer_id FROM tickets ORDER BY -customer_id", "column_access"),
-    ("support", "viewer", "SELECT agent_id AS name FROM agents ORDER BY upper(name)", "column_access"),
+     "column_scope"),
+    ("support", "viewer", "SELECT ticket_id AS customer_id FROM tickets ORDER BY -customer_id", "column_scope"),
+    ("support", "viewer", "SELECT agent_id AS name FROM agents ORDER BY upper(name)", "column_scope"),
     ("support", "viewer", "SELECT agent_id AS name FROM agents ORDER BY name", None),
     # GROUP BY, HAVING, windows, QUALIFY
-    ("support", "viewer", "SELECT COUNT(*) AS customer_id FROM tickets GROUP BY customer_id", "column_access"),
-    ("support", "viewer", "SELECT status FROM tickets GROUP BY status HAVING MAX(customer_id) > 3", "column_access"),
+    ("support", "viewer", "SELECT COUNT(*) AS customer_id FROM tickets GROUP BY customer_id", "column_scope"),
+    ("support", "viewer", "SELECT status FROM tickets GROUP BY status HAVING MAX(customer_id) > 3", "column_scope"),
     ("support", "viewer", "SELECT ticket_id AS customer_id FROM tickets GROUP BY ticket_id HAVING customer_id = 17",
-     "column_access"),
+     "column_scope"),
     ("support", "viewer", "SELECT ticket_id, ROW_NUMBER() OVER (ORDER BY customer_id) FROM tickets",
-     "column_access"),
+     "column_scope"),
     ("support", "viewer", "SELECT ticket_id AS customer_id, COUNT(*) OVER (PARTITION BY customer_id) FROM tickets",
-     "column_access"),
-    ("support", "viewer", "SELECT ticket_id FROM tickets QUALIFY customer_id = 17", "column_access"),
+     "column_scope"),
+    ("support", "viewer", "SELECT ticket_id FROM tickets QUALIFY customer_id = 17", "column_scope"),
     ("support", "viewer", "SELECT status, COUNT(*) AS n FROM tickets GROUP BY status ORDER BY n DESC", None),
     # WHERE, JOIN ... ON, sub-queries (correlated too), set operations, CTEs
-    ("support", "viewer", "SELECT ticket_id FROM tickets WHERE customer_id = 17", "column_access"),
-    ("support", "viewer", "SELECT t.ticket_id FROM tickets t JOIN agents a ON a.name = 'Ann'", "column_access"),
+    ("support", "viewer", "SELECT ticket_id FROM tickets WHERE customer_id = 17", "column_scope"),
+    ("support", "viewer", "SELECT t.ticket_id FROM tickets t JOIN agents a ON a.name = 'Ann'", "column_scope"),
     ("support", "viewer", "SELECT t.ticket_id FROM tickets t WHERE EXISTS "
                           "(SELECT 1 FROM tickets u WHERE u.ticket_id = t.ticket_id AND u.customer_id = 17)",
-     "column_access"),
-    ("support", "viewer", "SELECT ticket_id FROM tickets UNION SELECT customer_id FROM tickets", "column_access"),
+     "column_scope"),
+    ("support", "viewer", "SELECT ticket_id FROM tickets UNION SELECT customer_id FROM tickets", "column_scope"),
     ("support", "viewer", "WITH agents AS (SELECT ticket_id AS agent_id, customer_id AS team FROM tickets) "
-                          "SELECT agent_id, team FROM agents", "column_access"),
+                          "SELECT agent_id, team FROM agents", "column_scope"),
     ("support", "viewer", "WITH x AS (SELECT agent_id AS a, team FROM agents) SELECT a, team FROM x", None),
-    ("support", "viewer", "SELECT list_transform([1], x -> x + customer_id) FROM tickets", "column_access"),
+    ("support", "viewer", "SELECT list_transform([1], x -> x + customer_id) FROM tickets", "column_scope"),
     ("support", "viewer", "SELECT list_transform([1], x -> x + 1) FROM tickets", None),
     # stars and whole rows
-    ("support", "viewer", "SELECT * FROM tickets", "column_access"),
-    ("support", "viewer", "SELECT t.* FROM tickets t", "column_access"),
+    ("support", "viewer", "SELECT * FROM tickets", "column_scope"),
+    ("support", "viewer", "SELECT t.* FROM tickets t", "column_scope"),
     ("support", "viewer", "SELECT * EXCLUDE (customer_id) FROM tickets", None),
-    ("support", "viewer", "SELECT t FROM tickets t", "column_access"),
-    ("support", "viewer", "SELECT to_json(t) FROM tickets t", "column_access"),
+    ("support", "viewer", "SELECT t FROM tickets t", "column_scope"),
+    ("support", "viewer", "SELECT to_json(t) FROM tickets t", "column_scope"),
     # quoted and case-variant names
-    ("support", "viewer", 'SELECT "CUSTOMER_ID" FROM "Tickets"', "column_access"),
-    ("support", "analyst", 'SELECT m."Body" FROM ticket_messages AS m', "column_access"),
+    ("support", "viewer", 'SELECT "CUSTOMER_ID" FROM "Tickets"', "column_scope"),
+    ("support", "analyst", 'SELECT m."Body" FROM ticket_messages AS m', "column_scope"),
     ("support", "analyst", "SELECT message_id AS body FROM ticket_messages ORDER BY (body LIKE '%refund%') DESC",
-     "column_access"),
+     "column_scope"),
     ("support", "analyst", "SELECT COUNT(*) FROM ticket_messages", None),
     ("store", "nomail", "SELECT CustomerId AS Email FROM Customer ORDER BY Email", None),
     ("store", "nomail", "SELECT CustomerId AS Email FROM Customer ORDER BY Email LIKE '%@gmail.com'",
-     "column_access"),
+     "column_scope"),
     ("store", "nomail", "SELECT Country, COUNT(*) FROM Customer GROUP BY Country HAVING MIN(email) > 'a'",
-     "column_access"),
+     "column_scope"),
 ]
 
 
-@pytest.mark.parametrize(("ds", "role", "sql", "rule"), COLUMN_ACCESS, ids=_ids(COLUMN_ACCESS))
-def test_column_access(ds: str, role: str, sql: str, rule: str | None) -> None:
+@pytest.mark.parametrize(("ds", "role", "sql", "rule"), COLUMN_SCOPE, ids=_ids(COLUMN_SCOPE))
+def test_column_scope(ds: str, role: str, sql: str, rule: str | None) -> None:
     decision = decide(ds, role, sql)
     assert decision.rule == rule, decision.detail
     assert decision.allowed is (rule is None)

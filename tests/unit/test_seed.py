@@ -140,7 +140,7 @@ def test_viewer_sees_only_the_catalog(project: Path, server: SeedServer, tmp_pat
     assert shown == {"Album", "Artist", "Genre", "MediaType", "Playlist", "PlaylistTrack", "Track"}
     assert "Customer" not in prompt and "Invoice" not in prompt and "Employee" not in prompt
     # A draft reading a table the viewer cannot see is dropped, never written as allowed.
-    assert any(d.reason == "policy table_access: role 'viewer' may not read table(s) Customer"
+    assert any(d.reason == "policy table_scope: role 'viewer' may not read table(s) Customer"
                for d in report.dropped)
     assert all(c.outcome == {"viewer": "allowed"} for c in load_suite(tmp_path / "viewer.yaml").cases)
 

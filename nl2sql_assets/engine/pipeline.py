@@ -4,9 +4,11 @@ resolver (LLM) → decomposer (LLM) → planner (LLM) → validator → SQL gene
 → executor → synthesizer (LLM), with the refiner (LLM) repairing a plan after a validation or
 execution error within the retry budget. A security refusal stops the run at once: the refiner
 is never asked to find a way around a policy. The policy check judges the exact SQL about to
-run (``nl2sql_assets.policy.check_sql``), for generated plans and curated answers alike. Every run is a scope on the event bus
-(``run.started`` before any model call, ``run.finished`` always), which is how listeners — the
-gold LLM among them — tie HTTP calls to questions.
+run (``nl2sql_assets.policy.check_sql``), for generated plans and curated answers alike, and
+has the last word: a plan the validator passed is still refused when its SQL reads what the
+role may not. Every run is a scope on the event bus (``run.started`` before any model call,
+``run.finished`` always), which is how listeners — the gold LLM among them — tie HTTP calls
+to questions.
 
 ``aask`` is safe to run many at once on one event loop: model calls are async, and blocking
 database work runs in worker threads.

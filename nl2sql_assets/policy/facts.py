@@ -76,33 +76,27 @@ class QueryFacts:
 # ---------------------------------------------------------------- schema and cache
 
 _schema_lock = threading.Lock()
-_schemas: OrderedDict[int, tuple[SchemaSnapshot, str, MappingSchema]] = OrderedDict()
+_schemas: OrderedDict[tuple[int, str], tuple[SchemaSnapshot, str, MappingSchema]] = OrderedDict()
 
 
 def _schema_entry(schema: SchemaSnapshot, dialect: str) -> tuple[str, MappingSchema]:
-    """The snapshot's fingerprint and sqlglot schema, kept per snapshot object (a strong
-    reference is held, so an id is never reused while its entry lives)."""
-    key = id(schema)
+    """The snapshot's fingerprint and sqlglot schema, kept per (snapshot object, dialect); a
+    strong reference is held, so an id is never reused while its entry lives."""
+    key = (id(schema), dialect)
     with _schema_lock:
         entry = _schemas.get(key)
         if entry is not None and entry[0] is schema:
             _schemas.move_to_end(key)
             return entry[1], entry[2]
     fingerprint = schema.fingerprint()
-    mapping = _mapping(fingerprint, schema, dialect)
+    # Tables of other schemas (``other.t``) are left out: names there never resolve (fail closed).
+    tables = {t.name: {c.name: "TEXT" for c in t.columns} for t in schema.tables if "." not in t.name and t.columns}
+    mapping = MappingSchema(tables, dialect=dialect)
     with _schema_lock:
         _schemas[key] = (schema, fingerprint, mapping)
         while len(_schemas) > 32:
             _schemas.popitem(last=False)
     return fingerprint, mapping
-
-
-def _mapping(fingerprint: str, schema: SchemaSnapshot, dialect: str) -> MappingSchema:
-    # Tables of other schemas (``other.t``) are left out: names there never resolve (fail closed).
-    tables = {
-        t.name: {c.name: "TEXT" for c in t.columns} for t in schema.tables if "." not in t.name and t.columns
-    }
-    return MappingSchema(tables, dialect=dialect)
 
 
 def analyse(sql: str, dialect: str, schema: SchemaSnapshot) -> QueryFacts:

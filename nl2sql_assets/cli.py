@@ -133,11 +133,14 @@ def _cmd_eval_run(args: argparse.Namespace) -> int:
 
 
 def _eval_run(args: argparse.Namespace, project: Any) -> int:
+    from nl2sql_assets.atomic import check_writable
     from nl2sql_assets.evaluation.history import BaselineError
     from nl2sql_assets.evaluation.reporting.report import save_report
     from nl2sql_assets.evaluation.running import RunRequest, get_mode, llm_mode
 
     mode = get_mode(args.mode)
+    out = Path(args.out) if args.out else project.root / f"eval_{args.mode}.json"
+    check_writable(out)  # before the run, which may cost money: never lose a finished run
     llm = None
     if args.llm:
         if not mode.takes_llm:
@@ -156,7 +159,6 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     report = project.evals.run_request(request, on_case=_progress())
     if sys.stderr.isatty():
         sys.stderr.write("\n")
-    out = Path(args.out) if args.out else project.root / f"eval_{args.mode}.json"
     save_report(report, out)
     for name, board in report.configs.items():
         print(f"{name}: {_board_line(board, mode.executes)}")
@@ -340,9 +342,9 @@ def _cmd_configs(args: argparse.Namespace) -> int:
                              "choose another name for an llm section")
         if args.llm:
             target = project_configs_dir(config) / f"{name}.yaml"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(f"# llm section for config {name} (from {args.llm})\n" + _llm_section_text(args.llm),
-                              encoding="utf-8")
+            from nl2sql_assets.atomic import atomic_write
+
+            atomic_write(target, f"# llm section for config {name} (from {args.llm})\n" + _llm_section_text(args.llm))
         mode, _ = resolve_config(name, config)  # refuses a name that resolves to nothing
         new = register_configs(instance, [name])
     print(f"config {name!r} ({mode}) " + ("registered" if new else "was already registered"))

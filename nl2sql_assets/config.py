@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from nl2sql_assets.errors import UserError
+from nl2sql_assets.redact import register_secret
 from nl2sql_assets.yamlio import YamlFileError, line_of
 
 NODE_NAMES = ("resolver", "decomposer", "planner", "refiner", "synthesizer", "curated")
@@ -142,7 +143,14 @@ class ModelOverride(StrictModel):
     timeout_s: float | None = None
     max_retries: int | None = None
     max_tokens: int | None = None
+    max_response_bytes: Annotated[int, Field(gt=0)] | None = None
     extra: dict[str, Any] | None = None
+
+    @field_validator("api_key")
+    @classmethod
+    def _remember_key(cls, value: str | None) -> str | None:
+        register_secret(value)  # never stored or logged: see nl2sql_assets.redact
+        return value
 
 
 class ModelSettings(StrictModel):
@@ -153,7 +161,15 @@ class ModelSettings(StrictModel):
     timeout_s: Annotated[float, Field(gt=0)] = 60.0
     max_retries: Annotated[int, Field(ge=0)] = 2
     max_tokens: int | None = None
+    # A response body larger than this is an error, detected while it streams in.
+    max_response_bytes: Annotated[int, Field(gt=0)] = 2_000_000
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("api_key")
+    @classmethod
+    def _remember_key(cls, value: str | None) -> str | None:
+        register_secret(value)  # never stored or logged: see nl2sql_assets.redact
+        return value
 
 
 class LLMConfig(StrictModel):
@@ -290,6 +306,8 @@ def substitute_env(data: Any, source: str | Path, environ: Mapping[str, str] | N
         def repl(m: re.Match[str]) -> str:
             name, default = m.group(1), m.group(2)
             if name in env:
+                if _path.rsplit(".", 1)[-1] == "api_key":
+                    register_secret(env[name])  # a key by where it goes, whatever its variable's name
                 return env[name]
             if default is not None:
                 return default

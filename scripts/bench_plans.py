@@ -125,7 +125,8 @@ def instrumented(timers: Timers) -> Iterator[None]:
     - ``httpx.AsyncClient.send``: the HTTP round trip as the client sees it (litellm's openai
       route sends through an httpx client).
     - the gold server's ``do_POST``: server-side handling time.
-    - ``pipeline.validate_plan`` / ``pipeline.generate_sql``: imported by name into the pipeline.
+    - ``pipeline.validate_plan`` / ``pipeline.generate_sql`` / ``pipeline.check_sql``: imported by
+      name into the pipeline.
     - ``SqliteAdapter.execute`` / ``DuckDBAdapter.execute``: ``executor.execute`` calls the method.
     - ``runner.score_run``, ``reporting.build_report`` (imported by name inside the project's
       ``run_request``) and the gold server's ``start`` / ``stop``.
@@ -146,6 +147,7 @@ def instrumented(timers: Timers) -> Iterator[None]:
         (gold_llm._Handler, "do_POST", _sync_timer(timers, "server", gold_llm._Handler.do_POST)),
         (pipeline, "validate_plan", _sync_timer(timers, "validation", pipeline.validate_plan)),
         (pipeline, "generate_sql", _sync_timer(timers, "sqlgen", pipeline.generate_sql)),
+        (pipeline, "check_sql", _sync_timer(timers, "policy", pipeline.check_sql)),
         (SqliteAdapter, "execute", _sync_timer(timers, "execution", SqliteAdapter.execute)),
         (DuckDBAdapter, "execute", _sync_timer(timers, "execution", DuckDBAdapter.execute)),
         (runner, "score_run", _sync_timer(timers, "scoring", runner.score_run)),
@@ -230,6 +232,7 @@ def breakdown_rows(timers: Timers, wall: float, additive: bool) -> list[list[str
         ("  of which network, event loop + GIL waits", http - server, None),
         ("validation (validate_plan)", timers.get("validation"), "validation"),
         ("SQL generation (generate_sql)", timers.get("sqlgen"), "sqlgen"),
+        ("policy check on the SQL (check_sql)", timers.get("policy"), "policy"),
         ("execution (adapter execute)", timers.get("execution"), "execution"),
         ("scoring (score_run)", timers.get("scoring"), "scoring"),
         ("report (build_report)", timers.get("report"), "report"),

@@ -1,7 +1,8 @@
 """The SQLite adapter: stdlib sqlite3, the file opened read-only by URI, one connection per call.
 
 Opening costs about 0.35 ms, so a connection per call is cheap and makes the adapter safe to
-share between threads. An authorizer that admits only reads backs up the statement guard.
+share between threads. An authorizer that admits only reads, and only reviewed functions,
+backs up the statement guard.
 """
 
 from __future__ import annotations
@@ -26,16 +27,39 @@ from nl2sql_assets.datasources.schema import ColumnInfo, ForeignKey, SchemaSnaps
 # How many SQLite VM instructions run between deadline checks (a check costs well under a microsecond).
 _PROGRESS_STEPS = 2000
 
-_ALLOWED_ACTIONS = frozenset(
-    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
-)
+_ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE})
 # Pragmas that only read; SQLite exposes them as table-valued functions (pragma_table_info(...)).
 _READ_PRAGMAS = frozenset(
     {"table_info", "table_xinfo", "table_list", "foreign_key_list", "index_list", "index_info", "index_xinfo"}
 )
 
 
+# The functions a query may call (SQLite reports each call as SQLITE_FUNCTION with its name):
+# what the suites, the SQL generator and ordinary analytics need. Everything else is refused,
+# notably load_extension, readfile/writefile/edit (CLI builds), fts3_tokenizer (leaks pointers),
+# randomblob/zeroblob (memory), sqlite_* (build details) and json table functions.
+ALLOWED_FUNCTIONS = frozenset({
+    # aggregates
+    "count", "sum", "total", "avg", "min", "max", "group_concat", "string_agg",
+    # windows
+    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag", "lead",
+    "first_value", "last_value", "nth_value",
+    # operators SQLite runs as functions, and null handling
+    "like", "glob", "coalesce", "ifnull", "iif", "nullif", "typeof",
+    # strings
+    "length", "octet_length", "lower", "upper", "substr", "substring", "trim", "ltrim", "rtrim", "replace",
+    "instr", "printf", "format", "concat", "concat_ws", "char", "unicode", "hex", "quote",
+    # numbers
+    "abs", "round", "sign", "ceil", "ceiling", "floor", "trunc", "sqrt", "power", "pow", "exp", "ln", "log",
+    "log2", "log10", "mod", "pi",
+    # dates
+    "date", "time", "datetime", "julianday", "unixepoch", "strftime", "timediff",
+})  # fmt: skip
+
+
 def _authorizer(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
+    if action == sqlite3.SQLITE_FUNCTION:
+        return sqlite3.SQLITE_OK if (arg2 or "").lower() in ALLOWED_FUNCTIONS else sqlite3.SQLITE_DENY
     if action in _ALLOWED_ACTIONS:
         return sqlite3.SQLITE_OK
     if action == sqlite3.SQLITE_PRAGMA and arg1 is not None and arg1.lower() in _READ_PRAGMAS:
@@ -96,7 +120,7 @@ class SqliteAdapter:
                     f"datasource {self.id!r}: the query ran past its {timeout:g} s timeout"
                 ) from None
             if (
-                message == "not authorized"
+                message.startswith("not authorized")
                 or "readonly database" in message
                 or "one statement at a time" in message
             ):

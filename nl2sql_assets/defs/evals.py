@@ -10,6 +10,7 @@ from typing import Any
 import dagster as dg
 
 from nl2sql_assets.defs.partitions import CONFIG_X_PASS, CONFIGS
+from nl2sql_assets.defs.redaction import redact, safe_metadata
 from nl2sql_assets.defs.resources import ProjectResource
 
 EVALS_GROUP = "evals"
@@ -62,7 +63,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         report = build_report(runs.records, runs.meta)
         board = next(iter(report.configs.values()))
         s = board.summary.total
-        return dg.MaterializeResult(metadata={
+        return dg.MaterializeResult(metadata=safe_metadata({
             "passed": s["pass"], "failed": s["fail"], "errors": s["error"], "skipped": s["skip"],
             "execution_accuracy": board.accuracy.execution.rate,
             "overall_accuracy": board.accuracy.overall.rate,
@@ -72,7 +73,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
             "mode": report.mode,
             "stopped": report.stopped or "",
             "records": dg.MetadataValue.path(str(path)),
-        })
+        }))
 
     @dg.asset(
         key=scoreboard_key,
@@ -93,7 +94,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         save_report(report, project.warehouse.scoreboard_path(suite_name, config))
         board = next(iter(report.configs.values()))
         acc = board.accuracy
-        return dg.MaterializeResult(metadata={
+        return dg.MaterializeResult(metadata=safe_metadata({
             "execution_accuracy": acc.execution.rate,
             "execution_low": acc.execution.low,
             "execution_high": acc.execution.high,
@@ -109,7 +110,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
             # Determinism needs two passes; with one there is nothing to plot.
             **({"determinism": board.determinism.rate}
                if board.determinism is not None and board.determinism.rate is not None else {}),
-        })
+        }))
 
     @dg.asset_check(
         asset=scoreboard_key,
@@ -136,13 +137,13 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         report = suite_report(suite_name, project.warehouse)
         out = project.warehouse.suite_report_path(suite_name)
         save_report(report, out)
-        return dg.MaterializeResult(metadata={
+        return dg.MaterializeResult(metadata=safe_metadata({
             "configs": len(report.configs),
             "mode": report.mode,
             "configs_left_out": dg.MetadataValue.json(report.settings.get("configs_left_out", [])),
             "comparison": dg.MetadataValue.md(comparison_markdown(report)),
             "path": dg.MetadataValue.path(str(out)),
-        })
+        }))
 
     @dg.asset(
         key=records_key,
@@ -163,16 +164,16 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         # so materialising the records alone cannot record a run that regressed.
         gate = gate_check_result(project, suite_name, [context.partition_key])
         if not gate.passed and gate.severity == dg.AssetCheckSeverity.ERROR:
-            raise dg.Failure(description=f"not recorded: the regression gate fails: {gate.description}",
-                             metadata=gate.metadata)
+            raise dg.Failure(description=redact(f"not recorded: the regression gate fails: {gate.description}"),
+                             metadata=safe_metadata(gate.metadata))
         if not config.record:
             return dg.MaterializeResult(metadata={"recorded": False, "hint": dg.MetadataValue.text(
                 "launch with run config {record: true, note: ...} to write a record")})
         result = publish([load_report(path)], note=config.note or None, root=project.root)
-        return dg.MaterializeResult(metadata={
+        return dg.MaterializeResult(metadata=safe_metadata({
             "recorded": True,
             "records": dg.MetadataValue.json([str(p) for p in result.records]),
-        })
+        }))
 
     return [case_runs, scoreboard, regression_gate, eval_report, benchmark_records]
 
@@ -193,8 +194,8 @@ def gate_check_result(project: ProjectResource, suite_name: str, configs: list[s
         **{f"mcnemar_p[{k}]": v for k, v in summary.p_values.items()},
     }
     severity = dg.AssetCheckSeverity.WARN if summary.verdict == "warn" else dg.AssetCheckSeverity.ERROR
-    return dg.AssetCheckResult(passed=summary.verdict == "passed", severity=severity, metadata=metadata,
-                               description="; ".join(summary.lines))
+    return dg.AssetCheckResult(passed=summary.verdict == "passed", severity=severity, metadata=safe_metadata(metadata),
+                               description=redact("; ".join(summary.lines)))
 
 
 def build_gate_all_check(suite_name: str) -> dg.AssetChecksDefinition:

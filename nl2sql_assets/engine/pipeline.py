@@ -1,11 +1,14 @@
 """The reference engine: one question, for one role, through the nodes to a QueryResult.
 
-resolver (LLM) → decomposer (LLM) → planner (LLM) → validator → SQL generator → executor →
-synthesizer (LLM), with the refiner (LLM) repairing a plan after a validation or execution
-error within the retry budget. A security refusal stops the run at once: the refiner is never
-asked to find a way around a policy. Every run is a scope on the event bus
-(``run.started`` before any model call, ``run.finished`` always), which is how listeners — the
-gold LLM among them — tie HTTP calls to questions.
+resolver (LLM) → decomposer (LLM) → planner (LLM) → validator → SQL generator → policy check
+→ executor → synthesizer (LLM), with the refiner (LLM) repairing a plan after a validation or
+execution error within the retry budget. A security refusal stops the run at once: the refiner
+is never asked to find a way around a policy. The policy check judges the exact SQL about to
+run (``nl2sql_assets.policy.check_sql``), for generated plans and curated answers alike, and
+has the last word: a plan the validator passed is still refused when its SQL reads what the
+role may not. Every run is a scope on the event bus (``run.started`` before any model call,
+``run.finished`` always), which is how listeners — the gold LLM among them — tie HTTP calls
+to questions.
 
 ``aask`` is safe to run many at once on one event loop: model calls are async, and blocking
 database work runs in worker threads.
@@ -25,11 +28,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-import sqlglot
 from pydantic import BaseModel
-from sqlglot import exp
 
-from nl2sql_assets.config import ConfigError, CuratedAnswer, DatasourceAccess, LLMConfig, ProjectConfig
+from nl2sql_assets.config import ConfigError, DatasourceAccess, LLMConfig, ProjectConfig
 from nl2sql_assets.datasources.base import DatasourceAdapter, DatasourceError
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.engine import nodes
@@ -47,9 +48,11 @@ from nl2sql_assets.engine.result import (
     ResultSet,
     Status,
 )
-from nl2sql_assets.engine.sqlgen import generate_sql
+from nl2sql_assets.engine.sqlgen import generate_sql, qualify_plan
 from nl2sql_assets.engine.validator import ValidationOutcome, validate_plan
 from nl2sql_assets.llm.client import LLMCallError, LLMClient
+from nl2sql_assets.policy import PolicyDecision, check_sql
+from nl2sql_assets.redact import redact
 
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
@@ -110,7 +113,7 @@ class _RunState:
             role=self.role,
             status=status,
             error_code=code,
-            error_message=message,
+            error_message=redact(message) if message else message,
             result_sets=self.result_sets,
             sql=self.sql,
             plan=self.plan,
@@ -436,10 +439,15 @@ class Engine:
                 error = (outcome.error_code or VALIDATION_ERROR, outcome.message or "the plan is not valid")
             else:
                 try:
-                    sql = await self._timed(state, "generator", lambda p=plan: _generate(p, dialect))
+                    sql = await self._timed(state, "generator", lambda p=plan: _generate(p, dialect, snapshot))
                 except ValueError as exc:
                     error = (VALIDATION_ERROR, f"cannot render the plan as SQL: {exc}")
                 else:
+                    decision = await self._timed(
+                        state, "policy", lambda s=sql: _policy(s, dialect, snapshot, access, state.role)
+                    )
+                    if not decision.allowed:  # the SQL that would run reads what the role may not
+                        raise _Stop(SECURITY_VIOLATION, decision.refusal(self.refusal_names_tables))
                     state.sql = sql
                     try:
                         rs = await self._timed(
@@ -495,8 +503,9 @@ class Engine:
     async def _curated_answer(self, state: _RunState) -> QueryResult | None:
         """A verified question→SQL pair matched exactly (case, spacing and end punctuation aside).
 
-        Only used when the role may read every column of every table the SQL names; otherwise
-        the question takes the generated path, where the validator decides.
+        Used only when the policy check allows the role to run its SQL; otherwise the question
+        takes the generated path, where the validator and the same check decide. A curated SQL
+        the role may not run is never executed for it.
         """
         started = time.perf_counter()
         curated = self._curated.get(normalise_question(state.question))
@@ -505,11 +514,11 @@ class Engine:
             return None
         snapshot = await self._snapshot(curated.datasource)
         adapter: DatasourceAdapter = self.registry.get(curated.datasource)
-        readable = _curated_readable(
-            curated, snapshot, self.role_access(state.role, curated.datasource), adapter
+        decision = _policy(
+            curated.sql, adapter.dialect, snapshot, self.role_access(state.role, curated.datasource), state.role
         )
         state.add_time("curated", time.perf_counter() - started)
-        if not readable:
+        if not decision.allowed:
             return None
         state.source = "verified"
         state.datasources = [curated.datasource]
@@ -538,28 +547,12 @@ def _validate(
     )
 
 
-def _generate(plan: PlanModel, dialect: str) -> str:
-    return generate_sql(plan, dialect)  # type: ignore[arg-type]
+def _generate(plan: PlanModel, dialect: str, snapshot: SchemaSnapshot) -> str:
+    # Every name made explicit first, so the SQL means one thing to every engine and to the policy.
+    return generate_sql(qualify_plan(plan, snapshot), dialect)  # type: ignore[arg-type]
 
 
-def _curated_readable(
-    curated: CuratedAnswer,
-    snapshot: SchemaSnapshot,
-    access: DatasourceAccess | None,
-    adapter: DatasourceAdapter,
-) -> bool:
-    if access is None:
-        return True
-    try:
-        tree = sqlglot.parse_one(curated.sql, read=adapter.dialect)
-    except sqlglot.errors.ParseError:
-        return False
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    names = {t.name for t in tree.find_all(exp.Table) if t.name.lower() not in ctes}
-    for name in names:
-        table = snapshot.table(name)
-        if table is None or not access.allows_table(table.name):
-            return False
-        if not all(access.allows_column(table.name, c.name) for c in table.columns):
-            return False
-    return True
+def _policy(
+    sql: str, dialect: str, snapshot: SchemaSnapshot, access: DatasourceAccess | None, role: str
+) -> PolicyDecision:
+    return check_sql(sql, dialect=dialect, schema=snapshot, access=access, role=role)

@@ -24,6 +24,12 @@ infinity in DuckDB.
 The top-level SELECT names every item the way ``PlanModel.output_names`` does (an unaliased
 expression that is not a plain column is rendered ``AS "colN"``), so both engines return the
 same column names. Sub-plans are rendered without those extra aliases.
+
+``qualify_plan`` makes every name explicit before rendering, so the SQL has no name whose
+meaning depends on an engine's scoping rules: each column carries its table alias, and a
+select alias appears only where SQL reads it as the alias (a bare ORDER BY key); anywhere
+else the alias's expression itself is written. The final-SQL policy check then reads exactly
+what the validator read.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Literal
 
 from sqlglot import exp
 
+from nl2sql_assets.datasources.schema import SchemaSnapshot, TableInfo
 from nl2sql_assets.engine.plan import (
     BetweenExpr,
     BinaryExpr,
@@ -45,11 +52,14 @@ from nl2sql_assets.engine.plan import (
     InListExpr,
     InSubqueryExpr,
     LiteralExpr,
+    OrderItem,
     PlanModel,
     ScalarSubqueryExpr,
+    SelectItem,
     StarExpr,
     TableRef,
     UnaryExpr,
+    WhenClause,
 )
 
 Dialect = Literal["sqlite", "duckdb"]
@@ -117,6 +127,109 @@ def generate_sql(plan: PlanModel, dialect: Dialect) -> str:
     if dialect not in DIALECTS:
         raise ValueError(f"unsupported dialect {dialect!r}; expected one of {list(DIALECTS)}")
     return _Renderer(dialect).select(plan, top=True).sql(dialect=dialect)
+
+
+# ---------------------------------------------------------------- explicit names
+
+
+_ALIAS_CLAUSES = frozenset({"ORDER BY", "GROUP BY", "HAVING"})
+
+
+class _Names:
+    """One plan's table references (lower-cased ref -> (table, ref as written)) and select aliases."""
+
+    def __init__(self, plan: PlanModel, schema: SchemaSnapshot, parent: _Names | None) -> None:
+        self.parent = parent
+        self.refs: dict[str, tuple[TableInfo | None, str]] = {
+            t.ref.lower(): (schema.table(t.name), t.ref) for t in plan.tables
+        }
+        self.aliases: dict[str, SelectItem] = {}
+        for item in plan.select:
+            if item.alias:
+                self.aliases.setdefault(item.alias.lower(), item)
+
+    def owners(self, name: str) -> list[str]:
+        """The refs of this plan whose table has a column ``name``."""
+        return [ref for info, ref in self.refs.values() if info is not None and info.column(name) is not None]
+
+
+def qualify_plan(plan: PlanModel, schema: SchemaSnapshot) -> PlanModel:
+    """``plan`` with every column qualified by its table alias and every select-alias reference
+    outside a bare ORDER BY key replaced by the alias's expression, resolved the way the
+    validator resolves them. Names the validator would reject are left as they are."""
+    return _Qualifier(schema).plan(plan, None)
+
+
+class _Qualifier:
+    def __init__(self, schema: SchemaSnapshot) -> None:
+        self.schema = schema
+
+    def plan(self, plan: PlanModel, parent: _Names | None) -> PlanModel:
+        names = _Names(plan, self.schema, parent)
+        update: dict[str, object] = {
+            "select": [i.model_copy(update={"expr": self.expr(i.expr, names, "SELECT")}) for i in plan.select],
+            "joins": [j.model_copy(update={"on": self.expr(j.on, names, "ON")}) for j in plan.joins],
+            "group_by": [self.expr(e, names, "GROUP BY") for e in plan.group_by],
+            "order_by": [self.order(o, names) for o in plan.order_by],
+        }
+        if plan.where is not None:
+            update["where"] = self.expr(plan.where, names, "WHERE")
+        if plan.having is not None:
+            update["having"] = self.expr(plan.having, names, "HAVING")
+        return plan.model_copy(update=update)
+
+    def order(self, item: OrderItem, names: _Names) -> OrderItem:
+        if isinstance(item.expr, ColumnExpr):
+            return item.model_copy(update={"expr": self.column(item.expr, names, "ORDER BY", bare=True)})
+        return item.model_copy(update={"expr": self.expr(item.expr, names, "ORDER BY")})
+
+    def expr(self, node: object, names: _Names, clause: str) -> object:
+        def e(child: object) -> object:
+            return self.expr(child, names, clause)
+
+        if isinstance(node, ColumnExpr):
+            return self.column(node, names, clause)
+        if isinstance(node, FunctionExpr):
+            return node.model_copy(update={"args": [e(a) for a in node.args]})
+        if isinstance(node, BinaryExpr):
+            return node.model_copy(update={"left": e(node.left), "right": e(node.right)})
+        if isinstance(node, UnaryExpr | CastExpr | DatePartExpr):
+            return node.model_copy(update={"arg": e(node.arg)})
+        if isinstance(node, InListExpr):
+            return node.model_copy(update={"arg": e(node.arg), "values": [e(v) for v in node.values]})
+        if isinstance(node, BetweenExpr):
+            return node.model_copy(update={"arg": e(node.arg), "low": e(node.low), "high": e(node.high)})
+        if isinstance(node, CaseExpr):
+            whens = [WhenClause(when=e(w.when), then=e(w.then)) for w in node.whens]  # type: ignore[arg-type]
+            return node.model_copy(update={"whens": whens, "else_": e(node.else_) if node.else_ is not None else None})
+        if isinstance(node, ExistsExpr | ScalarSubqueryExpr):
+            return node.model_copy(update={"plan": self.plan(node.plan, names)})
+        if isinstance(node, InSubqueryExpr):
+            return node.model_copy(update={"arg": e(node.arg), "plan": self.plan(node.plan, names)})
+        return node
+
+    def column(self, node: ColumnExpr, names: _Names, clause: str, bare: bool = False) -> object:
+        if node.table is not None:
+            return node
+        alias = names.aliases.get(node.name.lower()) if clause in _ALIAS_CLAUSES else None
+        if alias is not None and bare:
+            return node  # ORDER BY name: SQL reads the select alias
+        level, owners = names, names.owners(node.name)
+        while not owners and level.parent is not None:
+            level = level.parent
+            owners = level.owners(node.name)
+        if alias is not None and (not owners or level is not names):
+            # The name means the select item here: write its expression, so no engine has to choose.
+            return self.expr(alias.expr, names, "SELECT")
+        if len(owners) != 1:
+            return node  # unknown or ambiguous: the validator reports it
+        ref = owners[0]
+        inner: _Names | None = names
+        while inner is not None and inner is not level:
+            if ref.lower() in inner.refs:
+                return node  # a nearer plan hides that ref: leave the engine's own lookup
+            inner = inner.parent
+        return ColumnExpr(table=ref, name=node.name)
 
 
 def _ident(name: str) -> exp.Identifier:

@@ -22,6 +22,13 @@ Name resolution follows SQL: a qualified column names a table alias (or the tabl
 it has no alias) of its own plan or of an enclosing one, the nearest first; an unqualified
 column belongs to the nearest plan that has it and must be in exactly one table there; a
 select alias may stand for its expression in ORDER BY, GROUP BY and HAVING of its own plan.
+A bare ORDER BY key (``order_by: [{expr: column}]``) that names a select alias is the alias;
+inside an ORDER BY expression SQLite and DuckDB read a same-named column of the plan's tables
+instead, so the column it is. Where a select alias and a column share a name, the policy
+counts both readings, so an alias can never hide a read of a denied column.
+
+The final-SQL policy check (``nl2sql_assets.policy``) judges the SQL that really runs and has
+the last word; this validator exists to give the refiner clear messages about plans.
 """
 
 from __future__ import annotations
@@ -52,8 +59,7 @@ from nl2sql_assets.engine.plan import (
     UnaryExpr,
 )
 from nl2sql_assets.engine.result import SECURITY_VIOLATION, VALIDATION_ERROR
-
-GENERIC_REFUSAL = "You are not allowed to see the data this question needs."
+from nl2sql_assets.policy.check import GENERIC_REFUSAL  # one refusal message for both checks
 
 # (fewest, most) arguments; None = no upper bound.
 _ARITY: dict[str, tuple[int, int | None]] = {
@@ -141,7 +147,10 @@ class _Resolver:
         if plan.having is not None:
             self.expr(plan.having, scope, "HAVING")
         for o in plan.order_by:
-            self.expr(o.expr, scope, "ORDER BY")
+            if isinstance(o.expr, ColumnExpr):
+                self.column(o.expr, scope, "ORDER BY", bare=True)
+            else:
+                self.expr(o.expr, scope, "ORDER BY")
 
     def add_table(self, scope: _Scope, name: str, ref: str) -> None:
         info = self.schema.table(name)
@@ -208,7 +217,7 @@ class _Resolver:
         for arg in node.args:
             self.expr(arg, scope, clause, in_aggregate or is_aggregate)
 
-    def column(self, node: ColumnExpr, scope: _Scope, clause: str) -> None:
+    def column(self, node: ColumnExpr, scope: _Scope, clause: str, bare: bool = False) -> None:
         if node.table is not None:
             self.qualified(node.table, node.name, scope)
             return
@@ -216,15 +225,24 @@ class _Resolver:
         alias_item = scope.aliases.get(name.lower()) if clause in _ALIAS_CLAUSES else None
         level, matches, unknown = self.unqualified(name, scope)
         if alias_item is not None:
-            if clause == "ORDER BY" or level is not scope:
-                return  # the alias: ORDER BY prefers it, and it hides enclosing plans' columns
+            if bare:
+                return  # a bare ORDER BY key: SQL reads the select alias
+            if level is not scope:
+                # The alias, which hides enclosing plans' columns; a same-named column of an
+                # enclosing plan still counts as read, in case an engine reads it instead.
+                self.columns.update(matches)
+                return
             if len(matches) == 1 and self.same_column(alias_item, matches[0], scope):
                 self.columns.add(matches[0])
                 return
-            self.error(
-                f"{name!r} in {clause} is both a select alias and a column; qualify the column or rename the alias"
-            )
-            return
+            if clause != "ORDER BY":
+                # GROUP BY and HAVING: SQLite and DuckDB do not agree on which one they read.
+                self.columns.update(matches)
+                self.error(
+                    f"{name!r} in {clause} is both a select alias and a column; qualify the column or rename the alias"
+                )
+                return
+            # Inside an ORDER BY expression both engines read the column: resolve it as one.
         if len(matches) == 1:
             self.columns.add(matches[0])
         elif len(matches) > 1:

@@ -4,6 +4,12 @@ Each call records what the provider billed (input, cached, cache-write, output, 
 tokens), how long it took and how many attempts it needed. Transient failures (timeouts,
 dropped connections, 429, 5xx) are retried with jittered exponential backoff; a 4xx never
 is. litellm is imported on first use only: importing it costs seconds.
+
+Hostile or broken endpoints are contained: ``timeout_s`` is a total deadline per attempt
+(connect, headers and body), a response body over ``max_response_bytes`` is an error detected
+while it streams in (``llm/transport.py``), a parse retry sends back only a short excerpt of
+the bad answer, and every provider text (answers and errors) passes through ``redact`` here,
+at the source, so an echoed key never reaches a result, a record or a log.
 """
 
 from __future__ import annotations
@@ -21,14 +27,20 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from nl2sql_assets.config import ModelSettings
+from nl2sql_assets.llm import transport
 from nl2sql_assets.llm.calls import LLMCall, Usage
+from nl2sql_assets.redact import protect_logger, redact
 
 T = TypeVar("T", bound=BaseModel)
 
 RUN_ID_HEADER = "X-NL2SQL-Run-Id"
 BACKOFF_BASE_S = 0.2
 BACKOFF_CAP_S = 5.0
+RETRY_EXCERPT_CHARS = 300  # how much of an unparsable answer a parse retry sends back
 _TRANSIENT_STATUS = {408, 409, 429}
+# Loggers that may carry provider text (litellm's own, and the HTTP stacks under it).
+_PROVIDER_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx", "httpcore", "openai",
+                     "aiohttp.client")
 
 _litellm: Any = None
 _lib_lock = threading.Lock()
@@ -47,6 +59,9 @@ def _lib() -> Any:
 
             litellm.suppress_debug_info = True
             litellm.telemetry = False
+            transport.install(litellm)
+            for name in _PROVIDER_LOGGERS:
+                protect_logger(name)
             for model in sorted(_free_models):
                 _register_free(litellm, model)
             _litellm = litellm
@@ -229,32 +244,43 @@ class LLMClient:
         last_error = "no attempt made"
         while attempts < max_attempts:
             attempts += 1
+            guard, token = transport.guard_responses(settings.max_response_bytes)
             try:
-                response = await lib.acompletion(messages=msgs, **kwargs)
+                # One deadline for the whole attempt: connecting, the headers and the body.
+                response = await asyncio.wait_for(lib.acompletion(messages=msgs, **kwargs), settings.timeout_s)
             except Exception as exc:
                 usage_total = None
-                last_error = f"{type(exc).__name__}: {_short(exc)}"
+                if guard.exceeded:  # a property of the answer, not of the moment: never retried
+                    last_error = f"the response passed the {settings.max_response_bytes}-byte cap (max_response_bytes)"
+                    break
+                if isinstance(exc, TimeoutError):
+                    last_error = f"Timeout: no complete response within the {settings.timeout_s:g} s deadline (timeout_s)"
+                else:
+                    last_error = redact(f"{type(exc).__name__}: {_short(exc)}")
                 if is_transient(exc) and attempts < max_attempts:
                     await asyncio.sleep(backoff_delay(attempts))
                     continue
                 break
+            finally:
+                transport.release(token)
             usage = usage_from_response(response)
             usage_total = usage_total + usage if (usage_total is not None and usage is not None) else None
-            content = _content(response)
+            content = redact(_content(response))
             try:
                 parsed = parse_output(content, output_model)
             except (ValidationError, ValueError) as exc:
-                last_error = f"unparsable {output_model.__name__} output: {_short(exc)}"
+                last_error = redact(f"unparsable {output_model.__name__} output: {_short(exc)}")
                 if parse_retry_used or attempts >= max_attempts:
                     break
                 parse_retry_used = True
                 msgs = [
                     *msgs,
-                    {"role": "assistant", "content": content},
+                    # Only an excerpt goes back: a huge or hostile answer is not sent again in full.
+                    {"role": "assistant", "content": _excerpt(content, RETRY_EXCERPT_CHARS)},
                     {
                         "role": "user",
                         "content": "That answer did not match the required JSON schema "
-                        f"{output_model.__name__}:\n{_short(exc, 2000)}\n"
+                        f"{output_model.__name__}:\n{_short(exc, RETRY_EXCERPT_CHARS)}\n"
                         "Reply again with only a JSON object that matches the schema.",
                     },
                 ]
@@ -300,3 +326,10 @@ class LLMClient:
 def _short(exc: BaseException, limit: int = 500) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _excerpt(text: str, limit: int) -> str:
+    """The start of ``text``, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} [... {len(text) - limit} more characters not repeated]"

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -29,12 +28,13 @@ import numpy as np
 
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.datasources.schema import SchemaSnapshot
+from nl2sql_assets.redact import get_logger
 
 if TYPE_CHECKING:
     from nl2sql_assets.config import ProjectConfig
     from nl2sql_assets.retrieval.embedder import Embedder
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)  # redacting: see nl2sql_assets.redact
 
 INDEX_FORMAT = 1
 EntryKind = Literal["table", "column", "relationship", "datasource", "question"]

@@ -9,19 +9,19 @@ still rewarding a sample question that is nearly the question itself.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nl2sql_assets.redact import get_logger
 from nl2sql_assets.retrieval.index import IndexStore, SchemaIndex
 
 if TYPE_CHECKING:
     from nl2sql_assets.config import ProjectConfig
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)  # redacting: see nl2sql_assets.redact
 
 ROUTING_KINDS = ("datasource", "question", "table", "column")
 TOP_ENTRIES = 3

@@ -504,3 +504,73 @@ def test_registry_from_adapters(sqlite_copy: Path) -> None:
     assert registry.snapshot("chinook").table("Track") is not None
     registry.close()
     assert registry.get("chinook") is adapter  # kept: it was handed in
+
+
+# ---------------------------------------------------------------- functions and configuration, at the engine
+
+# (SQL, None when it runs, else the error class): SQLite admits only reviewed functions.
+SQLITE_FUNCTIONS = [
+    ("SELECT upper(Name), length(Name), substr(Name, 1, 2) FROM Genre WHERE GenreId = 1", None),
+    ("SELECT strftime('%Y', InvoiceDate), round(avg(Total), 2) FROM Invoice GROUP BY 1 LIMIT 1", None),
+    ("SELECT Name FROM Genre WHERE Name LIKE 'r%' AND coalesce(Name, '') != '' LIMIT 1", None),
+    ("SELECT Name, row_number() OVER (ORDER BY Name) FROM Genre LIMIT 1", None),
+    ("SELECT group_concat(Name, ',') FROM (SELECT Name FROM Genre ORDER BY Name LIMIT 2)", None),
+    ("SELECT fts3_tokenizer('simple')", ReadOnlyViolation),  # returns a pointer when allowed
+    ("SELECT load_extension('/tmp/x')", ReadOnlyViolation),
+    ("SELECT hex(randomblob(100000000))", ReadOnlyViolation),
+    ("SELECT zeroblob(1000000000)", ReadOnlyViolation),
+    ("SELECT sqlite_version()", ReadOnlyViolation),
+    ("SELECT sqlite_compileoption_get(0)", ReadOnlyViolation),
+    ("SELECT value FROM json_each('[1, 2]')", DatasourceError),  # its constructor is refused
+    ("SELECT readfile('/etc/passwd')", QueryFailed),  # CLI-only: not even defined here
+    ("SELECT writefile('/tmp/x', 'y')", QueryFailed),
+    ("SELECT edit('x', 'vi')", QueryFailed),
+]
+
+
+@pytest.mark.parametrize(("sql", "error"), SQLITE_FUNCTIONS, ids=[s for s, _ in SQLITE_FUNCTIONS])
+def test_sqlite_runs_only_reviewed_functions(sql: str, error: type[Exception] | None, sqlite_db: SqliteAdapter) -> None:
+    if error is None:
+        assert sqlite_db.execute(sql).rows
+    else:
+        with pytest.raises(error):
+            sqlite_db.execute(sql)
+
+
+def test_every_committed_suite_runs_under_the_function_allow_list(sqlite_db: SqliteAdapter) -> None:
+    from nl2sql_assets.engine.sqlgen import generate_sql, qualify_plan
+    from nl2sql_assets.evaluation.suite import load_suite
+    from nl2sql_assets.paths import chinook_suite_path
+
+    snapshot = sqlite_db.introspect()
+    ran = 0
+    for case in load_suite(chinook_suite_path()).cases:
+        statements = [s for s in (case.sql, *case.alt_sql) if s]
+        if case.plan is not None:
+            statements.append(generate_sql(qualify_plan(case.plan, snapshot), "sqlite"))
+        for sql in statements:
+            sqlite_db.execute(sql)
+            ran += 1
+    assert ran >= 90  # every sql, alt_sql and generated plan of the suite
+
+
+def test_duckdb_connections_have_no_file_access_and_a_locked_configuration(duck_db: DuckDBAdapter) -> None:
+    cursor = duck_db._cursor()
+    try:
+        assert cursor.execute("SELECT current_setting('enable_external_access'), "
+                              "current_setting('lock_configuration')").fetchone() == (False, True)
+        for statement in ("SET enable_external_access = true", "SET lock_configuration = false",
+                          "RESET enable_external_access", "SET threads = 4"):
+            with pytest.raises(duckdb.Error):
+                cursor.execute(statement)
+        for statement in ("SELECT * FROM read_csv('/etc/passwd')", "SELECT * FROM read_text('/etc/hostname')",
+                          "SELECT * FROM glob('/etc/*')", "INSTALL httpfs", "LOAD httpfs"):
+            with pytest.raises(duckdb.Error):
+                cursor.execute(statement)
+    finally:
+        cursor.close()
+    # ... and stays fully usable for queries and for schema introspection.
+    assert duck_db.execute("SELECT team, COUNT(*) FROM agents GROUP BY team ORDER BY team").rows
+    snapshot = duck_db.introspect()
+    assert {"agents", "customers", "tickets", "ticket_messages"} <= set(snapshot.table_names)
+    assert snapshot.table("tickets").foreign_keys  # type: ignore[union-attr]

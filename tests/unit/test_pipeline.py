@@ -170,8 +170,8 @@ def test_an_allowed_question_returns_rows_calls_and_timings(engine: Engine, gold
         assert call.usage is not None
         assert (call.usage.input_tokens, call.usage.cached_tokens, call.usage.output_tokens) == (800, 200, 50)
         assert call.usage.reasoning_tokens == 10
-    assert set(result.timings) == {"resolver", "decomposer", "planner", "validator", "generator", "executor",
-                                   "synthesizer"}  # fmt: skip
+    assert set(result.timings) == {"resolver", "decomposer", "planner", "validator", "generator", "policy",
+                                   "executor", "synthesizer"}  # fmt: skip
     assert all(t >= 0 for t in result.timings.values())
     assert result.usage["planner"].input_tokens == 800
     assert result.retrieval is not None and "Customer" in result.retrieval

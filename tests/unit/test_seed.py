@@ -111,7 +111,9 @@ def test_drafts_are_appended_checked_and_numbered(project: Path, server: SeedSer
     # Broken SQL and no rows are dropped; the draft past count is never checked.
     assert len(report.dropped) == 2
     reasons = {d.question.split(" (")[0]: d.reason for d in report.dropped}
-    assert reasons["What is the album's colour?"].startswith("EXECUTION_ERROR")
+    # A name the schema does not have never reaches the database: the policy check fails closed.
+    assert reasons["What is the album's colour?"].startswith("policy resolved_names: ")
+    assert "'colour'" in reasons["What is the album's colour?"]
     assert reasons["Which tracks are by the artist Nobody?"] == "returns no rows"
 
     suite = load_suite(out)
@@ -138,7 +140,8 @@ def test_viewer_sees_only_the_catalog(project: Path, server: SeedServer, tmp_pat
     assert shown == {"Album", "Artist", "Genre", "MediaType", "Playlist", "PlaylistTrack", "Track"}
     assert "Customer" not in prompt and "Invoice" not in prompt and "Employee" not in prompt
     # A draft reading a table the viewer cannot see is dropped, never written as allowed.
-    assert any(d.reason == "reads tables the role cannot see: Customer" for d in report.dropped)
+    assert any(d.reason == "policy table_scope: role 'viewer' may not read table(s) Customer"
+               for d in report.dropped)
     assert all(c.outcome == {"viewer": "allowed"} for c in load_suite(tmp_path / "viewer.yaml").cases)
 
 

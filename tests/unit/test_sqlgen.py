@@ -12,8 +12,9 @@ from typing import Any
 import duckdb
 import pytest
 
+from nl2sql_assets.datasources.schema import ColumnInfo, SchemaSnapshot, TableInfo
 from nl2sql_assets.engine.plan import PlanModel
-from nl2sql_assets.engine.sqlgen import generate_sql
+from nl2sql_assets.engine.sqlgen import generate_sql, qualify_plan
 
 # ---------------------------------------------------------------- plan-building shorthands
 
@@ -310,6 +311,55 @@ def test_statements_render_in_both_dialects(
     p = PlanModel.model_validate(data)
     assert generate_sql(p, "sqlite") == sqlite_sql
     assert generate_sql(p, "duckdb") == duckdb_sql
+
+
+# ---------------------------------------------------------------- explicit names
+
+NAMES = SchemaSnapshot(datasource_id="t", engine="sqlite", tables=[
+    TableInfo(name=t, columns=[ColumnInfo(name=c, type="TEXT") for c in cols])
+    for t, cols in {"Track": ["TrackId", "Name", "GenreId", "Milliseconds"], "Genre": ["GenreId", "Name"]}.items()
+])
+N_STAR = fn("count", star())
+QUALIFIED = [
+    ("a column gets its table",
+     {"select": sel(col("Name")), "from": {"name": "Track"}},
+     'SELECT "Track"."Name" FROM "Track"'),
+    ("a bare ORDER BY key stays the alias",
+     {"select": [{"expr": col("Name"), "alias": "n"}], "from": {"name": "Track", "alias": "t"},
+      "order_by": [{"expr": col("n")}]},
+     'SELECT "t"."Name" AS "n" FROM "Track" AS "t" ORDER BY "n" ASC'),
+    ("an alias in HAVING or an ORDER BY expression is written as its expression",
+     {"select": [{"expr": col("GenreId")}, {"expr": N_STAR, "alias": "n"}], "from": {"name": "Track"},
+      "group_by": [col("GenreId")], "having": op(">", col("n"), lit(10)),
+      "order_by": [{"expr": op("*", col("n"), lit(-1))}]},
+     'SELECT "Track"."GenreId", COUNT(*) AS "n" FROM "Track" GROUP BY "Track"."GenreId" '
+     'HAVING COUNT(*) > 10 ORDER BY COUNT(*) * -1 ASC'),
+    ("an alias named like a column is the column inside an ORDER BY expression",
+     {"select": [{"expr": col("TrackId"), "alias": "Name"}], "from": {"name": "Track"},
+      "order_by": [{"expr": fn("lower", col("Name"))}]},
+     'SELECT "Track"."TrackId" AS "Name" FROM "Track" ORDER BY LOWER("Track"."Name") ASC'),
+    ("a GROUP BY alias is written as its expression",
+     {"select": [{"expr": part("year", col("Milliseconds")), "alias": "y"}, {"expr": N_STAR}],
+      "from": {"name": "Track"}, "group_by": [col("y")]},
+     'SELECT CAST(STRFTIME(\'%Y\', "Track"."Milliseconds") AS INTEGER) AS "y", COUNT(*) AS "col2" FROM "Track" '
+     'GROUP BY CAST(STRFTIME(\'%Y\', "Track"."Milliseconds") AS INTEGER)'),
+    ("a name resolves in the nearest plan that has it, correlated ones to the enclosing alias",
+     {"select": sel(col("Name", "t")), "from": {"name": "Track", "alias": "t"},
+      "where": {"kind": "exists", "plan": {"select": sel(lit(1)), "from": {"name": "Genre", "alias": "g"},
+                                           "where": op("and", op("=", col("GenreId"), lit(1)),
+                                                       op(">", col("Milliseconds"), lit(1)))}}},
+     'SELECT "t"."Name" FROM "Track" AS "t" WHERE EXISTS(SELECT 1 FROM "Genre" AS "g" '
+     'WHERE "g"."GenreId" = 1 AND "t"."Milliseconds" > 1)'),
+    ("an ambiguous or unknown name is left for the validator",
+     {"select": sel(col("GenreId"), col("Nope")), "from": {"name": "Track"}, "joins": [
+         {"table": {"name": "Genre"}, "on": op("=", col("GenreId", "Track"), col("GenreId", "Genre"))}]},
+     'SELECT "GenreId", "Nope" FROM "Track" INNER JOIN "Genre" ON "Track"."GenreId" = "Genre"."GenreId"'),
+]
+
+
+@pytest.mark.parametrize(("case_id", "data", "sql"), QUALIFIED, ids=[q[0] for q in QUALIFIED])
+def test_qualify_plan_makes_every_name_explicit(case_id: str, data: dict, sql: str) -> None:
+    assert generate_sql(qualify_plan(PlanModel.model_validate(data), NAMES), "sqlite") == sql
 
 
 def test_unknown_dialect_is_refused() -> None:

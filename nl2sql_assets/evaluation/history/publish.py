@@ -6,7 +6,9 @@ the same records always give the same bytes and a test can check the committed p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import fcntl
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +33,7 @@ START = "<!-- results:start -->"
 END = "<!-- results:end -->"
 BENCHMARKS_MD = Path("docs") / "benchmarks.md"
 README = Path("README.md")
+PAGES_LOCK = Path("benchmarks") / ".publish.lock"
 
 
 class PublishError(UserError, ValueError):
@@ -86,11 +89,27 @@ def publish(reports: Sequence[Path | str | EvalReport] = (), *, note: str | None
     for report in _reports(reports, from_dirs):
         for record in records_from_report(report, note):
             result.records.append(write_record(record, root))
-    benchmarks_md, readme_text = render_pages(root)
-    result.benchmarks_md = _write_if_changed(root / BENCHMARKS_MD, benchmarks_md)
-    if (root / README).is_file():
-        result.readme = _write_if_changed(root / README, readme_text)
+    # Rebuilt under a lock from every record on disk: whoever renders last saw every record
+    # written before it took the lock, so concurrent publishes never drop one from the pages.
+    with pages_lock(root):
+        benchmarks_md, readme_text = render_pages(root)
+        result.benchmarks_md = _write_if_changed(root / BENCHMARKS_MD, benchmarks_md)
+        if (root / README).is_file():
+            result.readme = _write_if_changed(root / README, readme_text)
     return result
+
+
+@contextlib.contextmanager
+def pages_lock(root: Path) -> Iterator[None]:
+    """An exclusive lock (``benchmarks/.publish.lock``) held while the pages are rebuilt."""
+    path = Path(root) / PAGES_LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _write_if_changed(path: Path, text: str) -> Path:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from nl2sql_assets.atomic import TEMP_PREFIX, write_new
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.errors import UserError, validation_summary
 from nl2sql_assets.evaluation.judging.scorers import LEGACY_SUMMARY_KEYS, pop_legacy_summaries
@@ -31,6 +32,7 @@ from nl2sql_assets.evaluation.running.modes import ModeName, get_mode
 from nl2sql_assets.evaluation.running.results import CaseRecord, DatabaseRef
 from nl2sql_assets.evaluation.running.scorers import scorer_class
 from nl2sql_assets.llm.calls import Usage
+from nl2sql_assets.redact import redact
 
 RECORD_SCHEMA = 2
 UNKNOWN = "unknown"
@@ -254,19 +256,17 @@ def record_stem(record: BenchmarkRecord) -> str:
 
 def write_record(record: BenchmarkRecord, root: str | Path) -> Path:
     """Write under ``root/benchmarks/<kind>/<database>/``; a taken name gets ``-2``, ``-3``...
-    Files are created exclusively, so an existing record is never overwritten."""
+    Each file is created exactly once, complete (temporary file, fsync, link), never
+    overwritten; a failed write leaves nothing and names the file and the cause."""
     folder = record_dir(record, Path(root))
-    folder.mkdir(parents=True, exist_ok=True)
     stem = record_stem(record)
-    text = record.to_json()
+    text = redact(record.to_json())
     for n in range(1, 10_000):
         path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
         try:
-            with path.open("x", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
+            return write_new(path, text)
         except FileExistsError:
             continue
-        return path
     raise RecordError(f"{folder}: too many records named {stem}")
 
 
@@ -286,7 +286,8 @@ def iter_records(folder: str | Path) -> Iterator[tuple[Path, BenchmarkRecord]]:
     folder = Path(folder)
     if not folder.is_dir():
         return iter(())
-    found = [(path, load_record(path)) for path in folder.rglob("*.json") if path.is_file()]
+    found = [(path, load_record(path)) for path in folder.rglob("*.json")
+             if path.is_file() and not path.name.startswith(TEMP_PREFIX)]
     found.sort(key=lambda item: (_utc(item[1].recorded_at), _name_order(item[0].name), str(item[0])))
     return iter(found)
 

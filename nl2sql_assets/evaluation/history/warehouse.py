@@ -27,6 +27,7 @@ from typing import Any, Literal
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
+from nl2sql_assets.redact import redact
 
 
 class Warehouse:
@@ -57,8 +58,8 @@ class Warehouse:
         folder = self.partition_dir(suite, config)
         path = folder / f"pass={pass_index}.jsonl"
         data = meta.model_dump(mode="json") if isinstance(meta, RunMeta) else meta
-        atomic_write(path, "".join(r.model_dump_json() + "\n" for r in records))
-        atomic_write(folder / f"pass={pass_index}.meta.json", json.dumps(data, indent=1, sort_keys=True))
+        atomic_write(path, redact("".join(r.model_dump_json() + "\n" for r in records)))
+        atomic_write(folder / f"pass={pass_index}.meta.json", redact(json.dumps(data, indent=1, sort_keys=True)))
         return path
 
     def passes(self, suite: str, config: str) -> list[int]:
@@ -246,6 +247,6 @@ class SpendLedger:
 
     def _append(self, entry: dict[str, Any]) -> None:
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry, sort_keys=True) + "\n")
+            fh.write(redact(json.dumps(entry, sort_keys=True)) + "\n")
             fh.flush()
             os.fsync(fh.fileno())

@@ -38,6 +38,7 @@ from nl2sql_assets.evaluation.running.results import (
 )
 from nl2sql_assets.evaluation.running.scorers import scorer_class
 from nl2sql_assets.llm.calls import Usage
+from nl2sql_assets.redact import redact
 
 VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "skip")
 
@@ -246,7 +247,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 
 def save_report(report: EvalReport, path: str | Path) -> Path:
-    return atomic_write_text(path, report.model_dump_json(indent=2) + "\n")
+    return atomic_write_text(path, redact(report.model_dump_json(indent=2)) + "\n")
 
 
 def load_report(path: str | Path) -> EvalReport:

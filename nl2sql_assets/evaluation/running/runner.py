@@ -15,7 +15,6 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
-import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -49,12 +48,13 @@ from nl2sql_assets.evaluation.running.request import RunRequest
 from nl2sql_assets.evaluation.running.results import CaseRecord, CaseRuns, RunMeta
 from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
 from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError, role_runs, select_cases
+from nl2sql_assets.redact import get_logger, redact
 
 if TYPE_CHECKING:
     from nl2sql_assets.engine.pipeline import Engine
     from nl2sql_assets.evaluation.suites import EvalSuite
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)  # redacting: see nl2sql_assets.redact
 
 ENGINE_ERROR = "ENGINE_ERROR"  # the engine raised instead of returning a result
 OnCase = Callable[[str, CaseRecord, float], None]
@@ -89,7 +89,7 @@ def _error_result(rr: RoleRun, exc: BaseException) -> QueryResult:
         role=rr.role,
         status="error",
         error_code=ENGINE_ERROR,
-        error_message=f"{type(exc).__name__}: {exc}",
+        error_message=redact(f"{type(exc).__name__}: {exc}"),
     )
 
 

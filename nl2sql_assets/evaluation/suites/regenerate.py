@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets import paths
-from nl2sql_assets.atomic import atomic_write
+from nl2sql_assets.atomic import atomic_write, remove_stale_temps
 from nl2sql_assets.datasources.base import DatasourceAdapter, DatasourceError
 from nl2sql_assets.evaluation.suites.loader import SuiteError, load_suite
 from nl2sql_assets.evaluation.suites.model import EvalCase
@@ -72,6 +72,7 @@ def regenerate(path: str | Path, registry: AdapterSource, *, allow_packaged: boo
         )
     suite = load_suite(path, allow_stale_rows=True)
     before = path.read_bytes()
+    remove_stale_temps(path.parent)  # left by an earlier run that was killed mid-write
 
     report = RegenerateReport(path=path)
     cases: list[EvalCase] = []

@@ -154,48 +154,26 @@ def _messages(ds: str, dialect: str, description: str, schema: str, n: int, take
 # ---------------------------------------------------------------- checking a draft
 
 
-def _read_tables(sql: str, dialect: str, full: SchemaSnapshot) -> list[str] | None:
-    """The datasource's tables the SQL reads, by their schema names (None when sqlglot cannot parse it)."""
-    import sqlglot
-    from sqlglot import exp
-
-    try:
-        tree = sqlglot.parse_one(sql, read=dialect)
-    except Exception:
-        return None
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    names: list[str] = []
-    for t in tree.find_all(exp.Table):
-        if t.name.lower() in ctes:
-            continue
-        info = full.table(t.name)
-        name = info.name if info is not None else t.name
-        if name not in names:
-            names.append(name)
-    return names
-
-
-def _check(draft: SeedDraft, adapter: Any, full: SchemaSnapshot, seen: SchemaSnapshot) -> tuple[list[str], str]:
-    """(tables read, "" when kept, else why it is dropped)."""
+def _check(draft: SeedDraft, adapter: Any, full: SchemaSnapshot, access: DatasourceAccess | None,
+           role: str) -> tuple[list[str], str]:
+    """(tables read, "" when kept, else why it is dropped). The role's policy judges the exact
+    SQL first, so a draft the role may not run never runs."""
     from nl2sql_assets.datasources.base import DatasourceError
+    from nl2sql_assets.policy import check_sql
 
     if not draft.question.strip() or not draft.sql.strip():
         return [], "empty question or sql"
-    tables = _read_tables(draft.sql, adapter.dialect, full)
-    if tables is not None:
-        hidden = [t for t in tables if full.table(t) is not None and seen.table(t) is None]
-        if hidden:
-            return tables, f"reads tables the role cannot see: {', '.join(hidden)}"
+    decision = check_sql(draft.sql, dialect=adapter.dialect, schema=full, access=access, role=role)
+    if not decision.allowed:
+        return decision.tables, f"policy {decision.rule}: {decision.detail}"
     try:
         output = adapter.execute(draft.sql, row_limit=CHECK_ROW_LIMIT)
     except DatasourceError as exc:
         first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-        return tables or [], f"{exc.code}: {first}"
+        return decision.tables, f"{exc.code}: {first}"
     if not output.rows:
-        return tables or [], "returns no rows"
-    if tables is None:  # executed but sqlglot could not read it: trust what the model listed
-        tables = [t.name for t in (seen.table(n) for n in draft.tables) if t is not None]
-    return tables, ""
+        return decision.tables, "returns no rows"
+    return decision.tables, ""
 
 
 def _next_number(suite: EvalSuite | None, ds: str) -> int:
@@ -259,12 +237,14 @@ def seed(
     check_prices({"seed": section}, [SEED_NODE])
     if problems := missing_credentials({"seed": section}, [SEED_NODE]):
         raise RunRefused("no API key for eval seed:\n  " + "\n  ".join(problems))
-    return asyncio.run(_seed(config, datasource_id, count, out, role, cap, registry, section, existing, full, seen))
+    return asyncio.run(_seed(config, datasource_id, count, out, role, cap, registry, section, existing, full, seen,
+                             access))
 
 
 async def _seed(
     config: ProjectConfig, ds: str, count: int, out: Path, role: str, cap: float, registry: DatasourceRegistry,
     section: LLMConfig, existing: EvalSuite | None, full: SchemaSnapshot, seen: SchemaSnapshot,
+    access: DatasourceAccess | None,
 ) -> SeedReport:
     from nl2sql_assets.engine.nodes import schema_text
     from nl2sql_assets.llm.client import LLMCallError, LLMClient
@@ -314,7 +294,7 @@ async def _seed(
                 report.dropped.append(DroppedDraft(question=draft.question, sql=draft.sql,
                                                    reason="repeats a question already drafted"))
                 continue
-            tables, reason = _check(draft, adapter, full, seen)
+            tables, reason = _check(draft, adapter, full, access, role)
             if reason:
                 report.dropped.append(DroppedDraft(question=draft.question, sql=draft.sql, reason=reason))
                 continue

@@ -4,13 +4,13 @@ a dollar cap (paid calls), or one at a time in order (work that already uses eve
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from collections.abc import Sequence
 
 from nl2sql_assets.evaluation.running.modes.base import CaseJob, CaseLoop, Stopped
+from nl2sql_assets.redact import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)  # redacting: see nl2sql_assets.redact
 
 
 async def concurrently(loop: CaseLoop, jobs: Sequence[CaseJob], limit: int) -> None:

@@ -1,0 +1,19 @@
+"""Access policy on the final SQL: what a statement reads, resolved by the database's own
+scoping rules, judged by a registry of small rules (no dagster, no engine imports)."""
+
+from nl2sql_assets.policy.check import GENERIC_REFUSAL, PolicyDecision, check_sql
+from nl2sql_assets.policy.facts import QueryFacts, TableRef, analyse
+from nl2sql_assets.policy.rules import RULES, Finding, PolicyContext, PolicyRule
+
+__all__ = [
+    "GENERIC_REFUSAL",
+    "RULES",
+    "Finding",
+    "PolicyContext",
+    "PolicyDecision",
+    "PolicyRule",
+    "QueryFacts",
+    "TableRef",
+    "analyse",
+    "check_sql",
+]

@@ -1,0 +1,149 @@
+"""The policy rules: small objects, each answering one question about a statement's facts.
+
+A rule has a ``name`` (what a refusal reports as the rule that fired) and ``checks`` (one line
+saying what it checks); ``check`` returns a ``Finding`` when the statement breaks it, else
+None. ``RULES`` is the ordered registry ``check_sql`` runs, first finding wins: adding a rule
+is one class here and one line in ``RULES``. The names are the ones policy probes use
+(suites/drafts/multidomain_pending.yaml): read_only, system_catalog, table_scope, column_scope;
+known_sources and resolved_names are this check's own fail-closed rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from nl2sql_assets.config import DatasourceAccess
+from nl2sql_assets.datasources.schema import SchemaSnapshot
+from nl2sql_assets.policy.facts import QueryFacts, TableRef
+
+# Catalogs and system objects no role reads: SQLite's sqlite_* tables and pragma_* functions,
+# DuckDB's duckdb_*() functions and its information_schema / pg_catalog views.
+SYSTEM_PREFIXES = ("sqlite_", "pragma_", "duckdb_", "pg_")
+SYSTEM_SCHEMAS = frozenset({"information_schema", "pg_catalog", "system", "temp"})
+SYSTEM_FUNCTIONS = frozenset({"current_setting", "getvariable", "which_secret"})
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyContext:
+    """Who asks, and about what: the role's policy for the datasource (None: no RBAC)."""
+
+    dialect: str
+    schema: SchemaSnapshot
+    access: DatasourceAccess | None
+    role: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """Why a rule refuses. ``detail`` is for logs and probes; ``denied`` lists what a refusal
+    may name when the project sets ``refusal_names_tables``."""
+
+    detail: str
+    denied: tuple[str, ...] = ()
+
+
+class PolicyRule:
+    """One question about a statement. Subclasses set ``name`` and ``checks``."""
+
+    name: ClassVar[str]
+    checks: ClassVar[str]
+
+    def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class ReadOnlyQuery(PolicyRule):
+    name = "read_only"
+    checks = "the text is exactly one read query (SELECT, WITH, set operations) sqlglot can parse in the dialect"
+
+    def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
+        if facts.parse_error is None:
+            return None
+        return Finding(f"not one readable query: {facts.parse_error}")
+
+
+def _is_system(ref: TableRef) -> bool:
+    return (
+        ref.name.startswith(SYSTEM_PREFIXES)
+        or ref.name in SYSTEM_SCHEMAS
+        or ref.db in SYSTEM_SCHEMAS
+        or ref.catalog in SYSTEM_SCHEMAS
+    )
+
+
+class SystemCatalog(PolicyRule):
+    name = "system_catalog"
+    checks = "no system table, catalog view or catalog function (sqlite_*, pragma_*, duckdb_*, information_schema, pg_catalog)"
+
+    def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
+        tables = sorted({r.name for r in facts.table_refs if _is_system(r)})
+        functions = sorted(f for f in facts.functions if f.startswith(SYSTEM_PREFIXES) or f in SYSTEM_FUNCTIONS)
+        named = tables + [f"{f}()" for f in functions if f not in tables]
+        if not named:
+            return None
+        return Finding(f"reads the system catalog: {', '.join(named)}", denied=tuple(named))
+
+
+class KnownSources(PolicyRule):
+    name = "known_sources"
+    checks = "every FROM/JOIN source is a table of the datasource's schema, a CTE or a sub-query (no table functions)"
+
+    def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
+        bad = []
+        for ref in facts.table_refs:
+            if ref.function:
+                bad.append(f"{ref.name}()")
+            elif ref.catalog or ref.db not in ("", "main") or ctx.schema.table(ref.name) is None:
+                bad.append(".".join(p for p in (ref.catalog, ref.db, ref.name) if p))
+        if not bad:
+            return None
+        return Finding(f"reads sources outside the datasource's schema: {', '.join(sorted(set(bad)))}",
+                       denied=tuple(sorted(set(bad))))
+
+
+class ResolvedNames(PolicyRule):
+    name = "resolved_names"
+    checks = "every column resolves to one table column, CTE output or select alias (fail closed)"
+
+    def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
+        if not facts.unresolved:
+            return None
+        return Finding("names that do not resolve: " + "; ".join(facts.unresolved))
+
+
+class TableScope(PolicyRule):
+    name = "table_scope"
+    checks = "the role may read every table the statement reads"
+
+    def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
+        if ctx.access is None:
+            return None
+        denied = sorted(t for t in facts.tables if not ctx.access.allows_table(t))
+        if not denied:
+            return None
+        return Finding(f"role {ctx.role!r} may not read table(s) {', '.join(denied)}", denied=tuple(denied))
+
+
+class ColumnScope(PolicyRule):
+    name = "column_scope"
+    checks = "the role may read every Table.Column the statement reads, in every clause and scope"
+
+    def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
+        if ctx.access is None:
+            return None
+        denied = sorted(f"{t}.{c}" for t, c in facts.columns if not ctx.access.allows_column(t, c))
+        if not denied:
+            return None
+        return Finding(f"role {ctx.role!r} may not read column(s) {', '.join(denied)}", denied=tuple(denied))
+
+
+#: The rules ``check_sql`` runs, in order; the first that finds something decides.
+RULES: tuple[PolicyRule, ...] = (
+    ReadOnlyQuery(),
+    SystemCatalog(),
+    KnownSources(),
+    ResolvedNames(),
+    TableScope(),
+    ColumnScope(),
+)

@@ -1,0 +1,277 @@
+"""The final-SQL policy check: one small table of hand-worked cases per rule.
+
+Schemas and policies are written out here (a support desk on DuckDB, a music store on SQLite),
+so each row can be checked by reading it: the SQL, who asks, and the rule that must fire
+(None: allowed). The attack suites over the real demo databases are in
+tests/integration/test_attacks.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nl2sql_assets.config import DatasourceAccess
+from nl2sql_assets.datasources.schema import ColumnInfo, SchemaSnapshot, TableInfo
+from nl2sql_assets.policy import (
+    GENERIC_REFUSAL,
+    RULES,
+    Finding,
+    PolicyContext,
+    PolicyRule,
+    QueryFacts,
+    analyse,
+    check_sql,
+)
+
+
+def _schema(ds: str, engine: str, tables: dict[str, list[str]]) -> SchemaSnapshot:
+    return SchemaSnapshot(datasource_id=ds, engine=engine, tables=[
+        TableInfo(name=t, columns=[ColumnInfo(name=c, type="TEXT") for c in cols]) for t, cols in tables.items()
+    ])
+
+
+SUPPORT = _schema("support", "duckdb", {
+    "tickets": ["ticket_id", "customer_id", "agent_id", "status"],
+    "agents": ["agent_id", "name", "team"],
+    "ticket_messages": ["message_id", "ticket_id", "body"],
+})
+STORE = _schema("store", "sqlite", {
+    "Customer": ["CustomerId", "FirstName", "Email", "Country"],
+    "Employee": ["EmployeeId", "FirstName", "BirthDate"],
+    "Genre": ["GenreId", "Name"],
+    "Track": ["TrackId", "Name", "GenreId"],
+})
+ACCESS: dict[tuple[str, str], DatasourceAccess | None] = {
+    ("support", "viewer"): DatasourceAccess(allow=["tickets", "agents.agent_id", "agents.team"],
+                                            deny=["tickets.customer_id"]),
+    ("support", "analyst"): DatasourceAccess(allow=["*"], deny=["ticket_messages.body"]),
+    ("support", "admin"): DatasourceAccess(allow=["*"]),
+    ("support", "open"): None,
+    ("store", "viewer"): DatasourceAccess(allow=["Genre", "Track"]),
+    ("store", "analyst"): DatasourceAccess(allow=["*"], deny=["Employee"]),
+    ("store", "nomail"): DatasourceAccess(allow=["*"], deny=["Customer.Email"]),
+    ("store", "admin"): DatasourceAccess(allow=["*"]),
+}
+
+
+def decide(ds: str, role: str, sql: str) -> Any:
+    schema = SUPPORT if ds == "support" else STORE
+    dialect = "duckdb" if ds == "support" else "sqlite"
+    return check_sql(sql, dialect=dialect, schema=schema, access=ACCESS[(ds, role)], role=role)
+
+
+def _ids(rows: list[tuple]) -> list[str]:
+    return [f"{r[0]}-{r[1]}-{r[2][:48]}" for r in rows]
+
+
+# ---------------------------------------------------------------- read_only
+
+READ_ONLY = [
+    ("support", "admin", "SELECT 1 FROM", "read_only"),
+    ("support", "admin", "SELECT 1; SELECT 2", "read_only"),
+    ("store", "admin", "DELETE FROM Genre", "read_only"),
+    ("store", "admin", "", "read_only"),
+    ("store", "admin", "SELECT Name FROM Genre;", None),
+]
+
+
+@pytest.mark.parametrize(("ds", "role", "sql", "rule"), READ_ONLY, ids=_ids(READ_ONLY))
+def test_read_only_query(ds: str, role: str, sql: str, rule: str | None) -> None:
+    assert decide(ds, role, sql).rule == rule
+
+
+# ---------------------------------------------------------------- system_catalog: denied to every role
+
+SYSTEM_CATALOG = [
+    ("store", "admin", "SELECT name FROM sqlite_master"),
+    ("store", "admin", "SELECT sql FROM sqlite_schema WHERE name = 'Employee'"),
+    ("store", "admin", "SELECT name FROM SQLITE_TEMP_MASTER"),
+    ("store", "admin", 'SELECT name FROM "sqlite_master"'),
+    ("store", "admin", "SELECT name FROM main.sqlite_master"),
+    ("store", "admin", "SELECT * FROM pragma_table_info('Employee')"),
+    ("store", "analyst", "SELECT Name FROM Genre WHERE EXISTS (SELECT 1 FROM sqlite_master)"),
+    ("store", "analyst", "WITH t AS (SELECT name FROM sqlite_master) SELECT * FROM t"),
+    ("support", "admin", "SELECT * FROM duckdb_tables()"),
+    ("support", "admin", "SELECT column_name FROM duckdb_columns() WHERE table_name = 'tickets'"),
+    ("support", "admin", "SELECT * FROM information_schema.columns"),
+    ("support", "admin", "SELECT * FROM pg_catalog.pg_class"),
+    ("support", "admin", "SELECT current_setting('threads')"),
+    ("support", "open", "SELECT * FROM duckdb_settings()"),
+    ("support", "viewer", "SELECT ticket_id FROM tickets UNION ALL SELECT 1 FROM information_schema.tables"),
+]
+
+
+@pytest.mark.parametrize(("ds", "role", "sql"), SYSTEM_CATALOG, ids=_ids(SYSTEM_CATALOG))
+def test_system_catalog_is_denied_to_every_role(ds: str, role: str, sql: str) -> None:
+    decision = decide(ds, role, sql)
+    assert (decision.allowed, decision.rule, decision.message) == (False, "system_catalog", GENERIC_REFUSAL)
+
+
+# ---------------------------------------------------------------- known_sources
+
+KNOWN_SOURCES = [
+    ("support", "admin", "SELECT * FROM query_table('tickets')", "known_sources"),
+    ("support", "admin", "SELECT * FROM query('SELECT customer_id FROM tickets')", "known_sources"),
+    ("support", "admin", "SELECT * FROM read_csv('/etc/passwd')", "known_sources"),
+    ("support", "admin", "SELECT * FROM other_db.main.tickets", "known_sources"),
+    ("support", "admin", "SELECT * FROM nowhere", "known_sources"),
+    ("store", "admin", "SELECT * FROM json_each('[1]')", "known_sources"),
+    ("store", "admin", "SELECT Name FROM main.Genre", None),
+    ("store", "admin", "WITH g AS (SELECT Name FROM Genre) SELECT Name FROM g", None),
+    ("store", "admin", "SELECT x.Name FROM (SELECT Name FROM Genre) AS x", None),
+]
+
+
+@pytest.mark.parametrize(("ds", "role", "sql", "rule"), KNOWN_SOURCES, ids=_ids(KNOWN_SOURCES))
+def test_known_sources(ds: str, role: str, sql: str, rule: str | None) -> None:
+    assert decide(ds, role, sql).rule == rule
+
+
+# ---------------------------------------------------------------- resolved_names: fail closed
+
+RESOLVED_NAMES = [
+    ("store", "admin", "SELECT Colour FROM Genre", "resolved_names"),
+    ("store", "admin", "SELECT rowid FROM Genre", "resolved_names"),
+    ("store", "admin", "SELECT GenreId FROM Genre JOIN Track ON 1 = 1", "resolved_names"),  # ambiguous
+    ("support", "admin", "SELECT COLUMNS('cust.*') FROM tickets", "resolved_names"),
+    ("support", "admin", "SELECT * LIKE 'cust%' FROM tickets", "resolved_names"),
+    ("support", "admin", "SELECT #2 FROM tickets", "resolved_names"),
+    ("store", "admin", "SELECT g.Name AS n FROM Genre g ORDER BY n", None),
+    ("store", "admin", "SELECT Name FROM Genre UNION SELECT Name FROM Track ORDER BY Name", None),
+]
+
+
+@pytest.mark.parametrize(("ds", "role", "sql", "rule"), RESOLVED_NAMES, ids=_ids(RESOLVED_NAMES))
+def test_resolved_names(ds: str, role: str, sql: str, rule: str | None) -> None:
+    assert decide(ds, role, sql).rule == rule
+
+
+# ---------------------------------------------------------------- table_scope
+
+TABLE_SCOPE = [
+    ("store", "viewer", "SELECT Name FROM Genre", None),
+    ("store", "viewer", "SELECT COUNT(*) FROM Customer", "table_scope"),
+    ("store", "viewer", 'SELECT "EMAIL" FROM "customer"', "table_scope"),
+    ("store", "viewer", "SELECT [Email] FROM [CUSTOMER]", "table_scope"),
+    ("store", "analyst", "SELECT BirthDate FROM main.Employee", "table_scope"),
+    ("store", "analyst", "WITH Customer AS (SELECT FirstName, BirthDate FROM Employee) SELECT * FROM Customer",
+     "table_scope"),
+    ("store", "analyst", "SELECT CustomerId FROM Customer UNION SELECT EmployeeId FROM Employee", "table_scope"),
+    ("store", "analyst", "SELECT Email, (SELECT MAX(BirthDate) FROM Employee) FROM Customer", "table_scope"),
+    ("store", "analyst", "SELECT Email FROM Customer c WHERE EXISTS "
+                         "(SELECT 1 FROM Employee e WHERE e.FirstName = c.FirstName)", "table_scope"),
+    # A CTE named after a denied table is the CTE: it reads Customer, which the analyst may read.
+    ("store", "analyst", "WITH Employee AS (SELECT FirstName FROM Customer) SELECT FirstName FROM Employee", None),
+    ("support", "viewer", "SELECT COUNT(*) FROM tickets", None),
+    ("support", "viewer", "SELECT COUNT(*) FROM ticket_messages", "table_scope"),
+    ("support", "open", "SELECT body FROM ticket_messages", None),  # no roles defined: no RBAC
+]
+
+
+@pytest.mark.parametrize(("ds", "role", "sql", "rule"), TABLE_SCOPE, ids=_ids(TABLE_SCOPE))
+def test_table_scope(ds: str, role: str, sql: str, rule: str | None) -> None:
+    assert decide(ds, role, sql).rule == rule
+
+
+# ---------------------------------------------------------------- column_scope, every clause and scope
+
+COLUMN_SCOPE = [
+    # ORDER BY: a bare key is the alias; inside an expression SQLite and DuckDB read the column.
+    ("support", "viewer", "SELECT ticket_id AS customer_id FROM tickets ORDER BY customer_id", None),
+    ("support", "viewer", "SELECT ticket_id AS customer_id FROM tickets ORDER BY (customer_id)", None),
+    ("support", "viewer", "SELECT ticket_id AS customer_id FROM tickets ORDER BY (customer_id = 17) DESC",
+     "column_scope"),
+    ("support", "viewer", "SELECT ticket_id AS customer_id FROM tickets ORDER BY -customer_id", "column_scope"),
+    ("support", "viewer", "SELECT agent_id AS name FROM agents ORDER BY upper(name)", "column_scope"),
+    ("support", "viewer", "SELECT agent_id AS name FROM agents ORDER BY name", None),
+    # GROUP BY, HAVING, windows, QUALIFY
+    ("support", "viewer", "SELECT COUNT(*) AS customer_id FROM tickets GROUP BY customer_id", "column_scope"),
+    ("support", "viewer", "SELECT status FROM tickets GROUP BY status HAVING MAX(customer_id) > 3", "column_scope"),
+    ("support", "viewer", "SELECT ticket_id AS customer_id FROM tickets GROUP BY ticket_id HAVING customer_id = 17",
+     "column_scope"),
+    ("support", "viewer", "SELECT ticket_id, ROW_NUMBER() OVER (ORDER BY customer_id) FROM tickets",
+     "column_scope"),
+    ("support", "viewer", "SELECT ticket_id AS customer_id, COUNT(*) OVER (PARTITION BY customer_id) FROM tickets",
+     "column_scope"),
+    ("support", "viewer", "SELECT ticket_id FROM tickets QUALIFY customer_id = 17", "column_scope"),
+    ("support", "viewer", "SELECT status, COUNT(*) AS n FROM tickets GROUP BY status ORDER BY n DESC", None),
+    # WHERE, JOIN ... ON, sub-queries (correlated too), set operations, CTEs
+    ("support", "viewer", "SELECT ticket_id FROM tickets WHERE customer_id = 17", "column_scope"),
+    ("support", "viewer", "SELECT t.ticket_id FROM tickets t JOIN agents a ON a.name = 'Ann'", "column_scope"),
+    ("support", "viewer", "SELECT t.ticket_id FROM tickets t WHERE EXISTS "
+                          "(SELECT 1 FROM tickets u WHERE u.ticket_id = t.ticket_id AND u.customer_id = 17)",
+     "column_scope"),
+    ("support", "viewer", "SELECT ticket_id FROM tickets UNION SELECT customer_id FROM tickets", "column_scope"),
+    ("support", "viewer", "WITH agents AS (SELECT ticket_id AS agent_id, customer_id AS team FROM tickets) "
+                          "SELECT agent_id, team FROM agents", "column_scope"),
+    ("support", "viewer", "WITH x AS (SELECT agent_id AS a, team FROM agents) SELECT a, team FROM x", None),
+    ("support", "viewer", "SELECT list_transform([1], x -> x + customer_id) FROM tickets", "column_scope"),
+    ("support", "viewer", "SELECT list_transform([1], x -> x + 1) FROM tickets", None),
+    # stars and whole rows
+    ("support", "viewer", "SELECT * FROM tickets", "column_scope"),
+    ("support", "viewer", "SELECT t.* FROM tickets t", "column_scope"),
+    ("support", "viewer", "SELECT * EXCLUDE (customer_id) FROM tickets", None),
+    ("support", "viewer", "SELECT t FROM tickets t", "column_scope"),
+    ("support", "viewer", "SELECT to_json(t) FROM tickets t", "column_scope"),
+    # quoted and case-variant names
+    ("support", "viewer", 'SELECT "CUSTOMER_ID" FROM "Tickets"', "column_scope"),
+    ("support", "analyst", 'SELECT m."Body" FROM ticket_messages AS m', "column_scope"),
+    ("support", "analyst", "SELECT message_id AS body FROM ticket_messages ORDER BY (body LIKE '%refund%') DESC",
+     "column_scope"),
+    ("support", "analyst", "SELECT COUNT(*) FROM ticket_messages", None),
+    ("store", "nomail", "SELECT CustomerId AS Email FROM Customer ORDER BY Email", None),
+    ("store", "nomail", "SELECT CustomerId AS Email FROM Customer ORDER BY Email LIKE '%@gmail.com'",
+     "column_scope"),
+    ("store", "nomail", "SELECT Country, COUNT(*) FROM Customer GROUP BY Country HAVING MIN(email) > 'a'",
+     "column_scope"),
+]
+
+
+@pytest.mark.parametrize(("ds", "role", "sql", "rule"), COLUMN_SCOPE, ids=_ids(COLUMN_SCOPE))
+def test_column_scope(ds: str, role: str, sql: str, rule: str | None) -> None:
+    decision = decide(ds, role, sql)
+    assert decision.rule == rule, decision.detail
+    assert decision.allowed is (rule is None)
+
+
+# ---------------------------------------------------------------- what is read, and the decision's shape
+
+
+def test_the_decision_lists_what_is_read_by_schema_names() -> None:
+    decision = decide("store", "analyst", 'SELECT g."NAME", COUNT(*) AS n FROM genre g JOIN "TRACK" t '
+                                          "ON t.genreid = g.GenreId GROUP BY g.name")
+    assert decision.allowed and decision.rule is None and decision.message is None
+    assert decision.tables == ["Genre", "Track"]
+    assert decision.columns == ["Genre.GenreId", "Genre.Name", "Track.GenreId"]
+
+
+def test_a_refusal_is_generic_unless_names_are_asked_for() -> None:
+    decision = decide("store", "analyst", "SELECT BirthDate FROM Employee")
+    assert decision.message == GENERIC_REFUSAL and decision.refusal() == GENERIC_REFUSAL
+    assert "Employee" not in decision.refusal() and "Employee" in decision.refusal(names_tables=True)
+    assert "Employee" in (decision.detail or "")
+
+
+def test_the_facts_are_computed_once_per_statement_and_schema() -> None:
+    first = analyse("SELECT Name FROM Genre", "sqlite", STORE)
+    assert analyse("SELECT Name FROM Genre", "sqlite", STORE) is first
+    other = _schema("store", "sqlite", {"Genre": ["GenreId"]})
+    assert analyse("SELECT Name FROM Genre", "sqlite", other).unresolved  # another schema, another answer
+
+
+def test_a_rule_is_one_class_and_one_registry_entry() -> None:
+    class NoGenre(PolicyRule):
+        name = "no_genre"
+        checks = "never reads Genre"
+
+        def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
+            return Finding("reads Genre", denied=("Genre",)) if "Genre" in facts.tables else None
+
+    rules = (*RULES, NoGenre())
+    decision = check_sql("SELECT Name FROM Genre", dialect="sqlite", schema=STORE, access=None, role="admin",
+                         rules=rules)
+    assert (decision.allowed, decision.rule, decision.denied) == (False, "no_genre", ["Genre"])
+    assert all(r.name and r.checks for r in RULES)
+    assert len({r.name for r in RULES}) == len(RULES)

@@ -21,7 +21,7 @@ from nl2sql_assets.yamlio import YamlFileError, line_of
 
 NODE_NAMES = ("resolver", "decomposer", "planner", "refiner", "synthesizer", "curated")
 NodeName = Literal["resolver", "decomposer", "planner", "refiner", "synthesizer", "curated"]
-DEFAULT_SCORERS = ["result_match", "outcome", "faithfulness", "retrieval_recall", "routing"]
+DEFAULT_SCORERS = ["result_match", "outcome", "policy", "faithfulness", "retrieval_recall", "routing"]
 DATASOURCE_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
@@ -66,6 +66,11 @@ class DatasourceAccess(StrictModel):
 
     allow: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
+    #: Tables that may not be brought together in one SELECT's FROM and JOINs (each entry two or
+    #: more tables; a sub-query in WHERE is not a join). Rule ``forbidden_join``.
+    forbidden_joins: list[Annotated[list[str], Field(min_length=2)]] = Field(default_factory=list)
+    #: The largest LIMIT a statement may ask for here (rule ``row_budget``); None: the role's.
+    row_budget: Annotated[int, Field(gt=0)] | None = None
 
     @staticmethod
     def _matches(entries: list[str], table: str, column: str | None) -> bool:
@@ -92,20 +97,55 @@ class DatasourceAccess(StrictModel):
             return False
         return self._matches(self.allow, table, None) or self._matches(self.allow, table, column)
 
+    def forbids_join(self, tables: set[str] | frozenset[str]) -> list[str] | None:
+        """The first forbidden group ``tables`` holds (as the policy spells it), or None."""
+        present = {t.lower() for t in tables}
+        for group in self.forbidden_joins:
+            if {t.lower() for t in group} <= present:
+                return list(group)
+        return None
+
 
 class RolePolicy(StrictModel):
     description: str = ""
+    #: The largest LIMIT this role's statements may ask for, in every datasource that sets no
+    #: budget of its own. A statement without a LIMIT is not refused: the executor fetches at
+    #: most this many rows. None: no budget.
+    row_budget: Annotated[int, Field(gt=0)] | None = None
     datasources: dict[str, DatasourceAccess] = Field(default_factory=dict)
 
     def access(self, datasource_id: str) -> DatasourceAccess:
-        """The role's access to a datasource; a datasource it does not name is closed."""
-        return self.datasources.get(datasource_id, DatasourceAccess())
+        """The role's access to a datasource (a datasource it does not name is closed), with the
+        role's row budget where the datasource sets none."""
+        access = self.datasources.get(datasource_id)
+        if access is None:
+            return DatasourceAccess(row_budget=self.row_budget)
+        if access.row_budget is None and self.row_budget is not None:
+            return access.model_copy(update={"row_budget": self.row_budget})
+        return access
+
+
+#: Functions no role may call, per SQL dialect: they reach files, the network or native code.
+DEFAULT_DANGEROUS_FUNCTIONS: dict[str, list[str]] = {
+    "sqlite": ["load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"],
+    "duckdb": ["read_csv", "read_csv_auto", "read_json", "read_json_auto", "read_json_objects", "read_ndjson",
+               "read_parquet", "parquet_scan", "read_text", "read_blob", "glob", "sniff_csv"],
+}
 
 
 class PoliciesConfig(StrictModel):
     default_role: str = "admin"
     refusal_names_tables: bool = False
     roles: dict[str, RolePolicy] = Field(default_factory=dict)
+    #: Per dialect, functions no role may call (rule ``dangerous_function``); a dialect left out
+    #: keeps the built-in list, an empty list turns the rule off for it.
+    dangerous_functions: dict[str, list[str]] = Field(default_factory=lambda: {
+        k: list(v) for k, v in DEFAULT_DANGEROUS_FUNCTIONS.items()})
+
+    def dangerous_for(self, dialect: str) -> frozenset[str]:
+        """The functions no role may call in ``dialect`` (lower case)."""
+        names = self.dangerous_functions.get(dialect, DEFAULT_DANGEROUS_FUNCTIONS.get(dialect, []))
+        return frozenset(n.lower() for n in names)
 
     @model_validator(mode="after")
     def _default_role_exists(self) -> PoliciesConfig:
@@ -222,6 +262,37 @@ class GateSettings(StrictModel):
     max_cost_increase: Annotated[float, Field(ge=0)] = 0.20
 
 
+_Share = Annotated[float, Field(ge=0, le=1)]
+
+
+class ThresholdSettings(StrictModel):
+    """Floors and ceilings every board of a run must meet (``eval run`` exits 1 naming each one
+    missed). Shares are 0..1; None: not checked. A measure a run cannot take (execution success in
+    a probe-only run, policy recall without probes) is reported as not measured, never as missed.
+    Each field is one threshold of ``evaluation.reporting.thresholds.THRESHOLDS``."""
+
+    min_execution_success: _Share | None = Field(default=None, description=(
+        "the least share of allowed questions whose SQL ran, right or wrong (0-1)"))
+    min_accuracy: _Share | None = Field(default=None, description=(
+        "the least execution accuracy, strict (0-1); where nothing executes, the share of question runs "
+        "that passed"))
+    min_lenient_accuracy: _Share | None = Field(default=None, description=(
+        "the least execution accuracy read leniently (0-1)"))
+    min_policy_recall: _Share | None = Field(default=None, description=(
+        "the least share of policy probes the policy refused (0-1; 1.0: no probe may get through)"))
+    min_policy_precision: _Share | None = Field(default=None, description=(
+        "the least share of policy refusals that were right (0-1; a refused legitimate question counts "
+        "against it)"))
+    max_p95_latency_ms: Annotated[float, Field(gt=0)] | None = Field(default=None, description=(
+        "the longest 95th-percentile latency of a question run, in milliseconds"))
+    max_cost_per_case: Annotated[float, Field(ge=0)] | None = Field(default=None, description=(
+        "the most dollars a question run may cost on average"))
+
+    def set(self) -> dict[str, float]:
+        """The thresholds that are on, by name."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
 class EvalsConfig(StrictModel):
     suites: list[Path] = Field(default_factory=list)
     scorers: list[str] = Field(default_factory=lambda: list(DEFAULT_SCORERS))
@@ -229,6 +300,7 @@ class EvalsConfig(StrictModel):
     max_cost_usd: Annotated[float, Field(gt=0)] | None = None
     passes: Annotated[int, Field(gt=0)] = 1
     gate: GateSettings = Field(default_factory=GateSettings)
+    thresholds: ThresholdSettings = Field(default_factory=ThresholdSettings)
 
     # The file it was read from (None inline in nl2sql.yaml): later errors name it.
     source: Path | None = Field(default=None, exclude=True)

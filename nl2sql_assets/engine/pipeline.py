@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from nl2sql_assets.config import ConfigError, DatasourceAccess, LLMConfig, ProjectConfig
+from nl2sql_assets.config import ConfigError, DatasourceAccess, LLMConfig, PoliciesConfig, ProjectConfig
 from nl2sql_assets.datasources.base import DatasourceAdapter, DatasourceError
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.engine import nodes
@@ -77,12 +77,14 @@ class RuntimeOptions:
 
 
 class _Stop(Exception):
-    """Ends a run early with an error status (the run's state says which)."""
+    """Ends a run early with an error status (the run's state says which); a refusal names the
+    policy rule that fired."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, rule: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.rule = rule
 
 
 @dataclasses.dataclass
@@ -106,7 +108,8 @@ class _RunState:
     def add_time(self, node: str, seconds: float) -> None:
         self.timings[node] = self.timings.get(node, 0.0) + seconds
 
-    def result(self, status: Status, code: str | None = None, message: str | None = None) -> QueryResult:
+    def result(self, status: Status, code: str | None = None, message: str | None = None,
+               rule: str | None = None) -> QueryResult:
         return QueryResult(
             run_id=self.run_id,
             question=self.question,
@@ -114,6 +117,7 @@ class _RunState:
             status=status,
             error_code=code,
             error_message=redact(message) if message else message,
+            policy_rule=rule,
             result_sets=self.result_sets,
             sql=self.sql,
             plan=self.plan,
@@ -198,12 +202,14 @@ class Engine:
         llm: LLMConfig | None = None,
         retriever: Retriever | None = None,
         router: Router | None = None,
+        policies: PoliciesConfig | None = None,
         **options: Any,
     ) -> Engine:
         """A new runtime on the same registry and bus; this engine is left as it is. Hooks left
-        None are this engine's own."""
+        None are this engine's own; ``policies`` replaces the project's policy (a case's own)."""
+        config = self.config if policies is None else self.config.model_copy(update={"policies": policies})
         return Engine(
-            self.config,
+            config,
             registry=self.registry,
             bus=self.bus,
             llm=llm if llm is not None else self.llm,
@@ -223,6 +229,27 @@ class Engine:
         if not self.config.policies.roles:
             return None
         return self.config.policies.role(role).access(datasource_id)
+
+    def _row_budget(self, access: DatasourceAccess | None) -> int | None:
+        """The soft cap on what a statement without a LIMIT fetches: the smaller of the
+        settings' and the role's row budgets."""
+        budgets = [b for b in (self.config.settings.row_budget, access.row_budget if access else None) if b]
+        return min(budgets) if budgets else None
+
+    def check_policy(self, sql: str, role: str | None, datasource_id: str) -> PolicyDecision:
+        """The final-SQL policy check this engine runs before executing ``sql`` for ``role`` on
+        ``datasource_id``: the same decision, without running anything (policy probes call it)."""
+        role = self._check_role(role)
+        if datasource_id not in self.registry:
+            raise ConfigError(f"unknown datasource {datasource_id!r}; known datasources: {self.registry.ids}")
+        adapter: DatasourceAdapter = self.registry.get(datasource_id)
+        snapshot = self.registry.snapshot(datasource_id)
+        return self._policy(sql, adapter.dialect, snapshot, self.role_access(role, datasource_id), role)
+
+    def _policy(self, sql: str, dialect: str, snapshot: SchemaSnapshot, access: DatasourceAccess | None,
+                role: str) -> PolicyDecision:
+        return check_sql(sql, dialect=dialect, schema=snapshot, access=access, role=role,
+                         dangerous_functions=self.config.policies.dangerous_for(dialect))
 
     # ------------------------------------------------------------ asking
 
@@ -320,7 +347,7 @@ class Engine:
                     return hit
             return await self._generated(state)
         except _Stop as stop:
-            return state.result("error", stop.code, stop.message)
+            return state.result("error", stop.code, stop.message, stop.rule)
         except LLMCallError as exc:
             state.calls.append(exc.call)
             return state.result("error", LLM_ERROR, str(exc))
@@ -429,11 +456,12 @@ class Engine:
                     access,
                     state.role,
                     self.refusal_names_tables,
-                    self.config.settings.row_budget,
+                    self._row_budget(access),
                 ),
             )
             if not outcome.ok and outcome.error_code == SECURITY_VIOLATION:
-                raise _Stop(SECURITY_VIOLATION, outcome.message or "")
+                rule = "table_scope" if outcome.denied_tables else "column_scope"
+                raise _Stop(SECURITY_VIOLATION, outcome.message or "", rule)
             error: tuple[str, str] | None = None
             if not outcome.ok:
                 error = (outcome.error_code or VALIDATION_ERROR, outcome.message or "the plan is not valid")
@@ -444,10 +472,10 @@ class Engine:
                     error = (VALIDATION_ERROR, f"cannot render the plan as SQL: {exc}")
                 else:
                     decision = await self._timed(
-                        state, "policy", lambda s=sql: _policy(s, dialect, snapshot, access, state.role)
+                        state, "policy", lambda s=sql: self._policy(s, dialect, snapshot, access, state.role)
                     )
                     if not decision.allowed:  # the SQL that would run reads what the role may not
-                        raise _Stop(SECURITY_VIOLATION, decision.refusal(self.refusal_names_tables))
+                        raise _Stop(SECURITY_VIOLATION, decision.refusal(self.refusal_names_tables), decision.rule)
                     state.sql = sql
                     try:
                         rs = await self._timed(
@@ -514,7 +542,7 @@ class Engine:
             return None
         snapshot = await self._snapshot(curated.datasource)
         adapter: DatasourceAdapter = self.registry.get(curated.datasource)
-        decision = _policy(
+        decision = self._policy(
             curated.sql, adapter.dialect, snapshot, self.role_access(state.role, curated.datasource), state.role
         )
         state.add_time("curated", time.perf_counter() - started)
@@ -551,8 +579,3 @@ def _generate(plan: PlanModel, dialect: str, snapshot: SchemaSnapshot) -> str:
     # Every name made explicit first, so the SQL means one thing to every engine and to the policy.
     return generate_sql(qualify_plan(plan, snapshot), dialect)  # type: ignore[arg-type]
 
-
-def _policy(
-    sql: str, dialect: str, snapshot: SchemaSnapshot, access: DatasourceAccess | None, role: str
-) -> PolicyDecision:
-    return check_sql(sql, dialect=dialect, schema=snapshot, access=access, role=role)

@@ -43,6 +43,8 @@ class QueryResult(StrictModel):
     status: Status
     error_code: str | None = None
     error_message: str | None = None
+    #: the policy rule that refused (a SECURITY_VIOLATION); the message stays the generic one
+    policy_rule: str | None = None
     result_sets: list[ResultSet] = Field(default_factory=list)
     sql: str | None = None
     plan: dict[str, Any] | None = None

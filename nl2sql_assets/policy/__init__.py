@@ -3,11 +3,12 @@ scoping rules, judged by a registry of small rules (no dagster, no engine import
 
 from nl2sql_assets.policy.check import GENERIC_REFUSAL, PolicyDecision, check_sql
 from nl2sql_assets.policy.facts import QueryFacts, TableRef, analyse
-from nl2sql_assets.policy.rules import RULES, Finding, PolicyContext, PolicyRule
+from nl2sql_assets.policy.rules import RULE_NAMES, RULES, Finding, PolicyContext, PolicyRule
 
 __all__ = [
     "GENERIC_REFUSAL",
     "RULES",
+    "RULE_NAMES",
     "Finding",
     "PolicyContext",
     "PolicyDecision",

@@ -8,11 +8,11 @@ the two disagree, this check wins because it judges what the database will actua
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nl2sql_assets.config import DatasourceAccess
+from nl2sql_assets.config import DEFAULT_DANGEROUS_FUNCTIONS, DatasourceAccess
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.policy.facts import analyse
 from nl2sql_assets.policy.rules import RULES, PolicyContext, PolicyRule
@@ -52,13 +52,19 @@ def check_sql(
     schema: SchemaSnapshot,
     access: DatasourceAccess | None,
     role: str,
+    dangerous_functions: Collection[str] | None = None,
     rules: Sequence[PolicyRule] = RULES,
 ) -> PolicyDecision:
     """Judge ``sql`` (the exact text the executor will run) for ``role``, whose policy for the
     datasource is ``access`` (None: the project defines no roles, so only the rules that hold
-    for everyone apply). Never raises for bad SQL: unreadable text is refused."""
+    for everyone apply). ``dangerous_functions`` are the functions no role may call (None: the
+    built-in list for the dialect; a project passes ``policies.dangerous_for(dialect)``).
+    Never raises for bad SQL: unreadable text is refused."""
     facts = analyse(sql, dialect, schema)
-    ctx = PolicyContext(dialect=dialect, schema=schema, access=access, role=role)
+    if dangerous_functions is None:
+        dangerous_functions = DEFAULT_DANGEROUS_FUNCTIONS.get(dialect, [])
+    ctx = PolicyContext(dialect=dialect, schema=schema, access=access, role=role,
+                        dangerous_functions=frozenset(f.lower() for f in dangerous_functions))
     read = {"tables": sorted(facts.tables), "columns": facts.column_names}
     for rule in rules:
         finding = rule.check(facts, ctx)

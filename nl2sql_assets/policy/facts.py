@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import threading
 from collections import OrderedDict
 
@@ -65,6 +66,13 @@ class QueryFacts:
     unresolved: tuple[str, ...] = ()
     tables: frozenset[str] = frozenset()
     columns: frozenset[tuple[str, str]] = frozenset()
+    #: per SELECT, the schema tables its FROM and JOINs bring together, through derived tables,
+    #: CTEs, set operations and laterals (a sub-query in WHERE or the select list is its own)
+    joins: tuple[frozenset[str], ...] = ()
+    #: the outermost LIMIT (or FETCH FIRST) as a row count; None when there is none
+    limit: int | None = None
+    #: why the outermost LIMIT fixes no row count (a percentage, an expression); None otherwise
+    limit_unbounded: str | None = None
     #: the qualified tree, for rules that need more than names (never mutate it)
     tree: exp.Expression | None = None
 
@@ -143,6 +151,7 @@ def _analyse(sql: str, dialect: str, snapshot: SchemaSnapshot, mapping: MappingS
 
     table_refs = _table_refs(tree)
     functions = frozenset(_function_names(tree))
+    limit, limit_unbounded = _outer_limit(tree)
     unresolved: list[str] = [f"{o}" for o in _opaque_references(tree)]
 
     try:
@@ -159,7 +168,7 @@ def _analyse(sql: str, dialect: str, snapshot: SchemaSnapshot, mapping: MappingS
     except Exception as exc:  # fail closed: a statement sqlglot cannot qualify is not allowed
         unresolved.append(f"cannot resolve the names: {_first_line(exc)}")
         return QueryFacts(sql=sql, dialect=dialect, table_refs=table_refs, functions=functions,
-                          unresolved=tuple(unresolved))
+                          unresolved=tuple(unresolved), limit=limit, limit_unbounded=limit_unbounded)
 
     reads = _Reads(snapshot)
     try:
@@ -176,6 +185,9 @@ def _analyse(sql: str, dialect: str, snapshot: SchemaSnapshot, mapping: MappingS
         unresolved=tuple(dict.fromkeys(unresolved)),
         tables=frozenset(reads.tables),
         columns=frozenset(reads.columns),
+        joins=tuple(dict.fromkeys(reads.joins)),
+        limit=limit,
+        limit_unbounded=limit_unbounded,
         tree=qualified,
     )
 
@@ -233,6 +245,26 @@ def _opaque_references(tree: exp.Expression) -> list[str]:
     return found
 
 
+def _outer_limit(tree: exp.Expression) -> tuple[int | None, str | None]:
+    """(rows, why unbounded) of the statement's outermost LIMIT or FETCH FIRST: the cap on what
+    it returns. A percentage or an expression fixes no row count."""
+    node = tree.args.get("limit")
+    if node is None:
+        return None, None
+    options = node.args.get("limit_options")
+    if options is not None and options.args.get("percent"):
+        return None, f"{node.sql()} is a share of the rows, not a row count"
+    value = node.args.get("count") if isinstance(node, exp.Fetch) else node.args.get("expression")
+    if isinstance(value, exp.Literal) and not value.is_string:
+        try:
+            number = float(value.this)
+        except ValueError:
+            number = math.nan
+        if number.is_integer() and number >= 0:
+            return int(number), None
+    return None, f"{node.sql()} is not a plain row count"
+
+
 def _bare_order_key(column: exp.Column, select: exp.Expression) -> bool:
     """``ORDER BY name`` (or ``(name)``) directly under the SELECT: SQL reads the select alias."""
     node: exp.Expression = column
@@ -278,12 +310,17 @@ class _Reads:
         self.snapshot = snapshot
         self.tables: set[str] = set()
         self.columns: set[tuple[str, str]] = set()
+        self.joins: list[frozenset[str]] = []
         self.unresolved: list[str] = []
 
     def scope(self, scope: Scope) -> None:
         for _name, (_node, source) in scope.selected_sources.items():
             if isinstance(source, exp.Table):
                 self.table(source)
+        if isinstance(scope.expression, exp.Select):
+            joined = self.joined(scope)
+            if len(joined) > 1:
+                self.joins.append(frozenset(joined))
         select = scope.expression
         for column in scope.find_all(exp.Column):
             if isinstance(column.this, exp.Star):
@@ -301,6 +338,25 @@ class _Reads:
         for star in scope.find_all(exp.Star):
             if isinstance(star.parent, exp.Select):
                 self.unresolved.append("'*' could not be expanded")
+
+    def joined(self, scope: Scope) -> set[str]:
+        """The schema tables one SELECT's FROM and JOINs bring together: a derived table, a CTE,
+        a set operation or a lateral counts with every table it reaches this way."""
+        out: set[str] = set()
+        if isinstance(scope.expression, exp.Select):
+            for _name, (_node, source) in scope.selected_sources.items():
+                if isinstance(source, exp.Table):
+                    info = self.snapshot.table(source.name) if isinstance(source.this, exp.Identifier) else None
+                    if info is not None:
+                        out.add(info.name)
+                elif isinstance(source, Scope):
+                    out |= self.joined(source)
+            return out
+        # A set operation or a lateral: everything its own scopes reach.
+        for child in (*scope.set_operation_scopes, *scope.subquery_scopes, *scope.derived_table_scopes,
+                      *scope.udtf_scopes):
+            out |= self.joined(child)
+        return out
 
     def table(self, source: exp.Table) -> str | None:
         if not isinstance(source.this, exp.Identifier):

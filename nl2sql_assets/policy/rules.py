@@ -3,8 +3,9 @@
 A rule has a ``name`` (what a refusal reports as the rule that fired) and ``checks`` (one line
 saying what it checks); ``check`` returns a ``Finding`` when the statement breaks it, else
 None. ``RULES`` is the ordered registry ``check_sql`` runs, first finding wins: adding a rule
-is one class here and one line in ``RULES``. The names are the ones policy probes use
-(suites/drafts/multidomain_pending.yaml): read_only, system_catalog, table_scope, column_scope;
+is one class here and one line in ``RULES``. A policy probe (a suite case of kind ``probe``)
+names the rule it expects by ``name``: read_only, system_catalog, dangerous_function,
+known_sources, resolved_names, table_scope, column_scope, forbidden_join, row_budget.
 known_sources and resolved_names are this check's own fail-closed rules.
 """
 
@@ -26,12 +27,14 @@ SYSTEM_FUNCTIONS = frozenset({"current_setting", "getvariable", "which_secret"})
 
 @dataclasses.dataclass(frozen=True)
 class PolicyContext:
-    """Who asks, and about what: the role's policy for the datasource (None: no RBAC)."""
+    """Who asks, and about what: the role's policy for the datasource (None: no RBAC), and the
+    functions no role may call in this dialect."""
 
     dialect: str
     schema: SchemaSnapshot
     access: DatasourceAccess | None
     role: str
+    dangerous_functions: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +86,18 @@ class SystemCatalog(PolicyRule):
         if not named:
             return None
         return Finding(f"reads the system catalog: {', '.join(named)}", denied=tuple(named))
+
+
+class DangerousFunction(PolicyRule):
+    name = "dangerous_function"
+    checks = "no function the policy lists for the dialect (file, network or native-code access), for any role"
+
+    def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
+        called = sorted(f for f in facts.functions if f in ctx.dangerous_functions)
+        if not called:
+            return None
+        named = tuple(f"{f}()" for f in called)
+        return Finding(f"calls a function no role may call: {', '.join(named)}", denied=named)
 
 
 class KnownSources(PolicyRule):
@@ -138,12 +153,48 @@ class ColumnScope(PolicyRule):
         return Finding(f"role {ctx.role!r} may not read column(s) {', '.join(denied)}", denied=tuple(denied))
 
 
+class ForbiddenJoin(PolicyRule):
+    name = "forbidden_join"
+    checks = "no SELECT brings together in its FROM and JOINs a group of tables the role's policy keeps apart"
+
+    def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
+        if ctx.access is None or not ctx.access.forbidden_joins:
+            return None
+        for joined in facts.joins:
+            group = ctx.access.forbids_join(joined)
+            if group is not None:
+                return Finding(f"role {ctx.role!r} may not join {' with '.join(group)} in one query",
+                               denied=tuple(group))
+        return None
+
+
+class RowBudget(PolicyRule):
+    name = "row_budget"
+    checks = "the outermost LIMIT asks for no more rows than the role's budget (no LIMIT: the executor caps)"
+
+    def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
+        budget = ctx.access.row_budget if ctx.access is not None else None
+        if budget is None:
+            return None
+        if facts.limit_unbounded is not None:
+            return Finding(f"the row budget of role {ctx.role!r} is {budget} rows; {facts.limit_unbounded}")
+        if facts.limit is not None and facts.limit > budget:
+            return Finding(f"LIMIT {facts.limit} is above the row budget of role {ctx.role!r} ({budget} rows)")
+        return None
+
+
 #: The rules ``check_sql`` runs, in order; the first that finds something decides.
 RULES: tuple[PolicyRule, ...] = (
     ReadOnlyQuery(),
     SystemCatalog(),
+    DangerousFunction(),
     KnownSources(),
     ResolvedNames(),
     TableScope(),
     ColumnScope(),
+    ForbiddenJoin(),
+    RowBudget(),
 )
+
+#: Every rule's name, in the order they run (what a policy probe may expect).
+RULE_NAMES: tuple[str, ...] = tuple(rule.name for rule in RULES)

@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from nl2sql_assets.config import DatasourceAccess, LLMConfig, ProjectConfig, StrictModel
 from nl2sql_assets.datasources.schema import ForeignKey, SchemaSnapshot, TableInfo
 from nl2sql_assets.errors import RunRefused
-from nl2sql_assets.evaluation.suites.loader import load_suite
 from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite
 from nl2sql_assets.evaluation.suites.writer import write_suite
 
@@ -86,22 +85,10 @@ class SeedReport(BaseModel):
 
 def _refuse_out(config: ProjectConfig, out: Path) -> EvalSuite | None:
     """The suite already at ``out`` (None when there is no file), or a refusal: drafts never go
-    into a reviewed suite."""
-    from nl2sql_assets.paths import is_packaged
+    into a reviewed suite (see ``drafts.refuse_draft_target``)."""
+    from nl2sql_assets.evaluation.suites.drafts import refuse_draft_target
 
-    if is_packaged(out):
-        raise RunRefused(f"{out}: a suite the package ships; seed drafts into a file of their own")
-    evals = config.evals
-    named = getattr(evals, "suites", None) or []
-    if out.resolve() in {config.resolve(p).resolve() for p in named}:
-        raise RunRefused(f"{out}: a suite evals.yaml names; seed drafts into a file of their own")
-    if not out.exists():
-        return None
-    suite = load_suite(out)
-    if suite.approved:
-        raise RunRefused(f"{out}: holds approved case(s) ({', '.join(c.id for c in suite.approved[:3])}"
-                         f"{', ...' if len(suite.approved) > 3 else ''}); drafts never go into a reviewed suite")
-    return suite
+    return refuse_draft_target(config, out, "seed drafts")
 
 
 def _readable(fk: ForeignKey, shown: set[str], access: DatasourceAccess) -> bool:
@@ -155,7 +142,7 @@ def _messages(ds: str, dialect: str, description: str, schema: str, n: int, take
 
 
 def _check(draft: SeedDraft, adapter: Any, full: SchemaSnapshot, access: DatasourceAccess | None,
-           role: str) -> tuple[list[str], str]:
+           role: str, dangerous: frozenset[str]) -> tuple[list[str], str]:
     """(tables read, "" when kept, else why it is dropped). The role's policy judges the exact
     SQL first, so a draft the role may not run never runs."""
     from nl2sql_assets.datasources.base import DatasourceError
@@ -163,7 +150,8 @@ def _check(draft: SeedDraft, adapter: Any, full: SchemaSnapshot, access: Datasou
 
     if not draft.question.strip() or not draft.sql.strip():
         return [], "empty question or sql"
-    decision = check_sql(draft.sql, dialect=adapter.dialect, schema=full, access=access, role=role)
+    decision = check_sql(draft.sql, dialect=adapter.dialect, schema=full, access=access, role=role,
+                         dangerous_functions=dangerous)
     if not decision.allowed:
         return decision.tables, f"policy {decision.rule}: {decision.detail}"
     try:
@@ -294,7 +282,7 @@ async def _seed(
                 report.dropped.append(DroppedDraft(question=draft.question, sql=draft.sql,
                                                    reason="repeats a question already drafted"))
                 continue
-            tables, reason = _check(draft, adapter, full, access, role)
+            tables, reason = _check(draft, adapter, full, access, role, config.policies.dangerous_for(adapter.dialect))
             if reason:
                 report.dropped.append(DroppedDraft(question=draft.question, sql=draft.sql, reason=reason))
                 continue

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from nl2sql_assets.errors import UserError
-from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite
+from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite, same_rows
 from nl2sql_assets.yamlio import YamlFileError, YamlLocator, load_yaml_text
 
 
@@ -124,6 +124,7 @@ def _validate(data: Any, text: str, source: Path, allow_stale_rows: bool) -> Eva
         raw_cases = []
 
     cases: list[EvalCase] = []
+    at: list[int] = []  # the raw index of each case
     first_at: dict[str, int] = {}
     for index, raw in enumerate(raw_cases):
         label = _case_label(raw, index)
@@ -132,6 +133,7 @@ def _validate(data: Any, text: str, source: Path, allow_stale_rows: bool) -> Eva
             continue
         try:
             cases.append(EvalCase.model_validate(raw, context=context))
+            at.append(index)
         except ValidationError as exc:
             for err in exc.errors(include_url=False):
                 where, field, message = _describe(err, raw)
@@ -148,6 +150,20 @@ def _validate(data: Any, text: str, source: Path, allow_stale_rows: bool) -> Eva
                 )
             else:
                 first_at[case_id] = index
+    first_of: dict[str, int] = {}
+    for n, case in enumerate(cases):  # a paraphrase group asks one thing: one result
+        group = case.paraphrase_group
+        if group is None or case.rows is None or case.status != "approved":
+            continue
+        if group not in first_of:
+            first_of[group] = n
+            continue
+        ref = cases[first_of[group]]
+        if ref.rows is not None and not same_rows(ref.rows, case.rows, ref.order_matters and case.order_matters):
+            report(["cases", at[n], "rows"], "rows",
+                   f"paraphrase_group {group}: the rows differ from those of case {ref.id} (line "
+                   f"{locator.line(['cases', at[first_of[group]], 'rows'])}); cases of one group return the same rows",
+                   case.id)
     if problems:
         raise SuiteError("\n".join(problems), problems)
     # The cases are checked already; a second pass would also undo allow_stale_rows.

@@ -2,12 +2,15 @@
 is the cases of one file (``EvalSuite``).
 
 An answerable case also carries the reviewed SQL and the rows it returns (written by
-``regenerate``, never typed). Rules that span fields raise ``ValueError("<field>: <problem>")``
-so the loader can name the field.
+``regenerate``, never typed). A policy probe (``kind: probe``) carries SQL that goes straight
+to the final-SQL policy check, never to a model: each role in its outcome should be refused
+(by the ``rule`` it names) or, for an allow control, allowed. Rules that span fields raise
+``ValueError("<field>: <problem>")`` so the loader can name the field.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,15 +26,34 @@ from pydantic import (
     model_validator,
 )
 
+from nl2sql_assets.config import PoliciesConfig, RolePolicy
 from nl2sql_assets.engine.plan import PlanModel
+from nl2sql_assets.policy.rules import RULE_NAMES
 
 Outcome = Literal["allowed", "refused", "unanswerable", "clarify"]
 CaseStatus = Literal["draft", "approved", "retired"]
-CaseKind = Literal["answer", "routing"]
-Origin = Literal["hand", "seeded", "feedback"]
+CaseKind = Literal["answer", "routing", "probe"]
+Origin = Literal["hand", "seeded", "feedback", "imported"]
 Difficulty = Literal["easy", "medium", "hard"]
 
 _TABLE_COLUMN = re.compile(r"^[^.\s]+\.[^.\s]+$")
+
+
+class CasePolicy(BaseModel):
+    """A case's own policy: the roles its outcome names, and (optionally) the functions no role
+    may call; it replaces the project's policy for that case alone."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    roles: dict[str, RolePolicy] = Field(min_length=1)
+    dangerous_functions: dict[str, list[str]] | None = None  # None: the project's
+
+    def policies(self, project: PoliciesConfig) -> PoliciesConfig:
+        """The policy a run of the case uses, with the project's dangerous functions unless the
+        case lists its own."""
+        functions = self.dangerous_functions if self.dangerous_functions is not None else project.dangerous_functions
+        return PoliciesConfig(default_role=next(iter(self.roles)), refusal_names_tables=False, roles=self.roles,
+                              dangerous_functions=functions)
 
 
 class EvalCase(BaseModel):
@@ -40,6 +62,8 @@ class EvalCase(BaseModel):
     id: str = Field(min_length=1)
     question: str = Field(min_length=1)
     datasources: list[str] = Field(min_length=1)
+    #: the business domain per-domain rates group by; None: the case's datasource(s)
+    domain: str | None = Field(default=None, min_length=1)
     status: CaseStatus
     kind: CaseKind = "answer"
     origin: Origin = "hand"
@@ -47,6 +71,8 @@ class EvalCase(BaseModel):
     tags: list[str] = Field(default_factory=list)
     paraphrase_group: str | None = None
     outcome: dict[str, Outcome] = Field(min_length=1)
+    #: a probe: the policy rule that should refuse each role its outcome says is refused
+    rule: str | None = None
     tables: list[str] = Field(default_factory=list)
     columns: list[str] = Field(default_factory=list)
     order_matters: bool = False
@@ -55,6 +81,12 @@ class EvalCase(BaseModel):
     alt_sql: list[str] = Field(default_factory=list)
     alt_rows: list[list[dict[str, Any]]] = Field(default_factory=list)
     plan: PlanModel | None = None
+    #: this case's own policy, in place of the project's (the roles its outcome names)
+    policy: CasePolicy | None = None
+    #: fields of an imported gold set this product does not run yet (``follow_up_context``,
+    #: ``candidate_selection``), kept as they were so an export writes them back; a case
+    #: holding any stays a draft
+    pending: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("columns")
     @classmethod
@@ -67,6 +99,17 @@ class EvalCase(BaseModel):
     @model_validator(mode="after")
     def _rules(self, info: ValidationInfo) -> EvalCase:
         outcomes = set(self.outcome.values())
+        if self.kind == "probe":
+            self._probe_rules(outcomes)
+        elif self.rule is not None:
+            raise ValueError("rule: only a policy probe (kind: probe) names the rule that should refuse it")
+        if self.policy is not None:
+            unknown = sorted(set(self.outcome) - set(self.policy.roles))
+            if unknown:
+                raise ValueError(f"policy: the case's own policy defines no role {unknown} (roles: "
+                                 f"{sorted(self.policy.roles)})")
+        if self.pending and self.status == "approved":
+            raise ValueError(f"pending: {sorted(self.pending)} are not run yet; a case holding them stays a draft")
         if self.kind == "routing":
             if self.sql is not None or self.alt_sql or self.rows is not None or self.alt_rows:
                 raise ValueError("sql: a routing case has no sql, rows or alternatives")
@@ -91,6 +134,23 @@ class EvalCase(BaseModel):
                 )
         return self
 
+    def _probe_rules(self, outcomes: set[str]) -> None:
+        if self.sql is None:
+            raise ValueError("sql: a policy probe needs the sql to send to the policy check")
+        if len(self.datasources) != 1:
+            raise ValueError(f"datasources: a policy probe names exactly one datasource, not {self.datasources}")
+        odd = sorted(outcomes - {"allowed", "refused"})
+        if odd:
+            raise ValueError(f"outcome: a policy probe expects allowed (a control) or refused, not {odd}")
+        if self.rows is not None or self.alt_sql or self.alt_rows or self.plan is not None:
+            raise ValueError("sql: a policy probe has no rows, alternatives or plan: nothing of it runs")
+        if "refused" in outcomes and self.rule is None:
+            raise ValueError(f"rule: name the policy rule that should refuse it, one of {', '.join(RULE_NAMES)}")
+        if "refused" not in outcomes and self.rule is not None:
+            raise ValueError("rule: an allow control (no role refused) names no rule")
+        if self.rule is not None and self.rule not in RULE_NAMES:
+            raise ValueError(f"rule: unknown policy rule {self.rule!r}; the rules are {', '.join(RULE_NAMES)}")
+
     @property
     def runs(self) -> bool:
         """Only approved cases run."""
@@ -100,8 +160,38 @@ class EvalCase(BaseModel):
     def answerable(self) -> bool:
         return self.kind == "answer" and self.sql is not None
 
+    @property
+    def domain_name(self) -> str:
+        """The domain per-domain rates group the case under: ``domain``, else its datasource(s)."""
+        return self.domain if self.domain is not None else "+".join(self.datasources)
+
+    def fingerprint(self) -> str:
+        """What the case asks, hashed: its question and its SQL (expected SQL or probe), case and
+        spacing aside. Two cases with one fingerprint are one case counted twice."""
+        return case_fingerprint(self.question, self.sql)
+
     def expected(self, role: str) -> Outcome:
         return self.outcome[role]
+
+
+def same_rows(a: list[dict[str, Any]], b: list[dict[str, Any]], order_matters: bool) -> bool:
+    """Two result sets hold the same rows: values in column order (column names may differ),
+    compared as lists when order matters, else as multisets."""
+    left = [list(r.values()) for r in a]
+    right = [list(r.values()) for r in b]
+    if not order_matters:
+        left, right = sorted(left, key=repr), sorted(right, key=repr)
+    return left == right
+
+
+def _normal(text: str | None) -> str:
+    return " ".join((text or "").split()).rstrip(";").casefold()
+
+
+def case_fingerprint(question: str, sql: str | None) -> str:
+    """SHA-256 (16 hex digits) of a case definition: question plus expected SQL or probe."""
+    blob = _normal(question) + "\n" + _normal(sql)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 class EvalSuite(BaseModel):

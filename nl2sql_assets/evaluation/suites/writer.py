@@ -33,14 +33,17 @@ byte for byte the same file and a diff shows only what really changed)::
         - {expr: {kind: column, name: Country}}
         from: {name: Customer}
 
-- Keys come in the order above; ``kind`` is written only when it is not ``answer``;
-  ``difficulty``, ``paraphrase_group``, ``sql``, ``rows`` and ``plan`` only when set; lists
-  (``tags``, ``tables``, ``columns``, ``alt_sql``, ``alt_rows``) only when not empty;
-  ``order_matters`` when the case has ``sql`` or the flag is on. ``id``, ``question``,
+- Keys come in the order above, with ``domain`` after ``datasources``, a probe's ``rule``
+  after ``outcome``, and a case's own ``policy`` and ``pending`` (imported fields not run
+  yet) after ``plan``; ``kind`` is written only when it is not ``answer``;
+  ``domain``, ``difficulty``, ``paraphrase_group``, ``rule``, ``sql``, ``rows``, ``plan``
+  and ``policy`` only when set; lists and maps (``tags``, ``tables``, ``columns``,
+  ``alt_sql``, ``alt_rows``, ``pending``) only when not empty; ``order_matters`` when an
+  answer or routing case has ``sql`` or the flag is on. ``id``, ``question``,
   ``datasources``, ``status``, ``origin`` and ``outcome`` are always written.
 - Short lists and the outcome map are flow collections; each row is one flow mapping on
-  its own line; SQL is a literal block; a plan is one line per top-level key (a block list
-  of flow items for list-valued keys).
+  its own line; SQL is a literal block; a plan, a policy and pending fields are one line per
+  top-level key (a block list of flow items for list-valued keys).
 - Scalars are plain only when the YAML resolver reads them back as the same string;
   anything else (``yes``, ``null``, ``'2009'``, ``2009-01-01``, text with ``:`` or ``#``)
   is double-quoted with JSON-style escapes. Floats use ``repr`` (exact), with ``.0``
@@ -169,8 +172,10 @@ def _case_fields(case: EvalCase) -> dict[str, Any]:
         "id": case.id,
         "question": case.question,
         "datasources": list(case.datasources),
-        "status": case.status,
     }
+    if case.domain is not None:
+        data["domain"] = case.domain
+    data["status"] = case.status
     if case.kind != "answer":
         data["kind"] = case.kind
     data["origin"] = case.origin
@@ -181,11 +186,13 @@ def _case_fields(case: EvalCase) -> dict[str, Any]:
     if case.paraphrase_group is not None:
         data["paraphrase_group"] = case.paraphrase_group
     data["outcome"] = dict(case.outcome)
+    if case.rule is not None:
+        data["rule"] = case.rule
     if case.tables:
         data["tables"] = list(case.tables)
     if case.columns:
         data["columns"] = list(case.columns)
-    if case.sql is not None or case.order_matters:
+    if (case.sql is not None and case.kind != "probe") or case.order_matters:
         data["order_matters"] = case.order_matters
     if case.sql is not None:
         data["sql"] = case.sql
@@ -197,7 +204,26 @@ def _case_fields(case: EvalCase) -> dict[str, Any]:
         data["alt_rows"] = case.alt_rows
     if case.plan is not None:
         data["plan"] = case.plan.to_data()
+    if case.policy is not None:
+        data["policy"] = case.policy.model_dump(mode="json", exclude_defaults=True)
+    if case.pending:
+        data["pending"] = dict(case.pending)
     return data
+
+
+def render_rows_block(key: str, value: list[Any], indent: str, safe: bool = False) -> str:
+    """``rows:`` (one flow mapping per row) or ``alt_rows:`` (a list of such lists) as the lines
+    of a case whose keys sit at ``indent``; no final newline. regenerate patches these alone."""
+    out = [f"{indent}{key}:" + (" []" if not value else "")]
+    if key == "rows":
+        out.extend(f"{indent}- {_flow(row, safe)}" for row in value)
+    else:
+        for rows in value:
+            if not rows:
+                out.append(f"{indent}- []")
+                continue
+            out.extend(f"{indent}{'- ' if i == 0 else '  '}- {_flow(row, safe)}" for i, row in enumerate(rows))
+    return "\n".join(out)
 
 
 _FLOW_KEYS = frozenset({"datasources", "tags", "outcome", "tables", "columns"})
@@ -211,21 +237,13 @@ def _render_case(data: dict[str, Any], safe: bool) -> str:
             out.append(f"{lead}{key}: {_flow(value, safe)}")
         elif key == "sql":
             out.append(f"{lead}{key}: {_sql(value, '    ', safe)}")
-        elif key == "rows":
-            out.append(f"{lead}rows:" + (" []" if not value else ""))
-            out.extend(f"  - {_flow(row, safe)}" for row in value)
+        elif key in ("rows", "alt_rows"):
+            out.append(lead + render_rows_block(key, value, "  ", safe)[2:])
         elif key == "alt_sql":
             out.append(f"{lead}alt_sql:")
             out.extend(f"  - {_sql(sql, '    ', safe)}" for sql in value)
-        elif key == "alt_rows":
-            out.append(f"{lead}alt_rows:")
-            for rows in value:
-                if not rows:
-                    out.append("  - []")
-                    continue
-                out.extend(f"  {'- ' if i == 0 else '  '}- {_flow(row, safe)}" for i, row in enumerate(rows))
-        elif key == "plan":
-            out.append(f"{lead}plan:")
+        elif key in ("plan", "policy", "pending"):
+            out.append(f"{lead}{key}:")
             for part, part_value in value.items():
                 if isinstance(part_value, list) and part_value:
                     out.append(f"    {part}:")

@@ -3,8 +3,9 @@
 Rows are never typed by hand: they come from the same adapter (read-only, the datasource's
 row limit and timeout) that the engine's own queries run on, so gold and candidate rows are
 normalised alike. Only ``rows`` and ``alt_rows`` change; the rest of each case, and the
-file's leading comment block, are written back as they were, in the canonical layout of
-``write_suite``. A case that cannot be regenerated keeps its old rows and is reported.
+file's comments, quoting and layout, stay exactly as they were: only the ``rows`` and
+``alt_rows`` blocks whose values change are rewritten in the text. A case that cannot be
+regenerated keeps its old rows and is reported; it never blocks the others.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nl2sql_assets import paths
 from nl2sql_assets.atomic import atomic_write, remove_stale_temps
 from nl2sql_assets.datasources.base import DatasourceAdapter, DatasourceError
-from nl2sql_assets.evaluation.suites.loader import SuiteError, load_suite
-from nl2sql_assets.evaluation.suites.model import EvalCase
-from nl2sql_assets.evaluation.suites.writer import dump_suite
+from nl2sql_assets.evaluation.suites.loader import SuiteError, parse_suite
+from nl2sql_assets.evaluation.suites.model import EvalCase, same_rows
+from nl2sql_assets.evaluation.suites.patch import PatchError, patch_rows
+from nl2sql_assets.evaluation.suites.writer import _same, dump_suite
+from nl2sql_assets.yamlio import YamlFileError, dump_yaml, load_yaml_text
 
 Rows = list[dict[str, Any]]
 
@@ -61,8 +64,11 @@ class RegenerateReport(BaseModel):
 def regenerate(path: str | Path, registry: AdapterSource, *, allow_packaged: bool = False) -> RegenerateReport:
     """Run every approved case's ``sql`` and ``alt_sql`` and write their rows into the suite at ``path``.
 
-    A suite the package ships is refused (``PackagedSuiteError``) unless ``allow_packaged``;
-    an invalid suite raises ``SuiteError`` before anything runs."""
+    A suite the package ships is refused (``PackagedSuiteError``) unless ``allow_packaged``. A
+    file that is not a suite at all (bad YAML, no list of cases) raises ``SuiteError`` before
+    anything runs; a case that is invalid on its own, whose SQL fails, or whose rows disagree
+    with its paraphrase group is listed in ``failed`` and never blocks the others. Only the
+    ``rows`` / ``alt_rows`` blocks that change are rewritten (see ``patch``)."""
     path = Path(path)
     if paths.is_packaged(path) and not allow_packaged:
         raise PackagedSuiteError(
@@ -70,31 +76,145 @@ def regenerate(path: str | Path, registry: AdapterSource, *, allow_packaged: boo
             "your project (nl2sql-assets init --demo DIR) and regenerate the copy, or pass "
             "allow_packaged=True (--allow-packaged) from a checkout"
         )
-    suite = load_suite(path, allow_stale_rows=True)
-    before = path.read_bytes()
+    try:
+        before = path.read_bytes()
+    except FileNotFoundError:
+        raise SuiteError(f"{path}: suite file not found") from None
+    text = before.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
+    raw_cases = _raw_cases(text, path)
     remove_stale_temps(path.parent)  # left by an earlier run that was killed mid-write
 
     report = RegenerateReport(path=path)
-    cases: list[EvalCase] = []
-    for case in suite.cases:
+    valid: dict[int, EvalCase] = {}
+    for index, raw in enumerate(raw_cases):
+        case, problem = _case(raw, index, path, text)
+        if case is None:
+            report.failed.append(RegenerateFailure(case_id=_label(raw, index), reason=problem))
+            continue
+        valid[index] = case
+    results: dict[int, tuple[Rows, list[Rows]]] = {}
+    for index, case in valid.items():
         if case.status != "approved" or case.kind != "answer" or case.sql is None:
-            cases.append(case)
             continue
         outcome = _run_case(case, registry)
         if isinstance(outcome, str):
             report.failed.append(RegenerateFailure(case_id=case.id, reason=outcome))
-            cases.append(case)
             continue
-        rows, alt_rows = outcome
-        cases.append(case.model_copy(update={"rows": rows, "alt_rows": alt_rows}))
+        results[index] = outcome
+    for index, reason in paraphrase_conflicts(valid, results).items():
+        report.failed.append(RegenerateFailure(case_id=valid[index].id, reason=reason))
+        del results[index]
+    order = {id(f): n for n, f in enumerate(report.failed)}
+    ids = [_label(raw, i) for i, raw in enumerate(raw_cases)]
+    report.failed.sort(key=lambda f: (ids.index(f.case_id) if f.case_id in ids else len(ids), order[id(f)]))
+
+    updates: dict[int, dict[str, list[Any]]] = {}
+    for index, (rows, alt_rows) in results.items():
         report.cases += 1
         report.written += 1 + len(alt_rows)
-
-    after = dump_suite(suite.model_copy(update={"cases": cases})).encode("utf-8")
-    report.unchanged = _lf(after) == _lf(before)
+        raw = raw_cases[index]
+        change: dict[str, list[Any]] = {}
+        if not _same(raw.get("rows"), rows):
+            change["rows"] = rows
+        if not _same(raw.get("alt_rows", []), alt_rows):
+            change["alt_rows"] = alt_rows
+        if change:
+            updates[index] = change
+    after = _patched(text, raw_cases, updates, valid, path).encode("utf-8")
+    report.unchanged = _lf(after) == _lf(before.removeprefix(b"\xef\xbb\xbf"))
     if not report.unchanged:
         atomic_write(path, after)
     return report
+
+
+def _raw_cases(text: str, path: Path) -> list[Any]:
+    """The file's list of cases as plain data; a file that is not a suite is a SuiteError."""
+    try:
+        data = load_yaml_text(text, path)
+    except YamlFileError as exc:
+        raise SuiteError(str(exc)) from None
+    cases = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(cases, list):
+        parse_suite(text, path)  # raises the loader's own message for what is wrong
+        raise SuiteError(f"{path}: a suite is a mapping with a list of cases")
+    return cases
+
+
+def _label(raw: Any, index: int) -> str:
+    if isinstance(raw, dict) and isinstance(raw.get("id"), str | int) and str(raw.get("id")):
+        return str(raw["id"])
+    return f"cases[{index}]"
+
+
+def _case(raw: Any, index: int, path: Path, text: str) -> tuple[EvalCase | None, str]:
+    """The case, or why it cannot be read (the loader's messages for it, without the file name)."""
+    if not isinstance(raw, dict):
+        return None, f"not a case: a mapping of fields, not a {type(raw).__name__}"
+    try:
+        return EvalCase.model_validate(raw, context={"allow_stale_rows": True}), ""
+    except ValidationError:
+        pass
+    try:  # the loader names the field and the line: reuse its words for this one case
+        parse_suite(dump_yaml({"version": 1, "cases": [raw]}), path, allow_stale_rows=True)
+    except SuiteError as exc:
+        messages = [p.split(": ", 1)[1] if ": " in p else p for p in exc.problems]
+        return None, "not a valid case: " + "; ".join(m.removeprefix(f"case {_label(raw, index)}: ") for m in messages)
+    return None, "not a valid case"
+
+
+def paraphrase_conflicts(cases: dict[int, EvalCase], results: dict[int, tuple[Rows, list[Rows]]]) -> dict[int, str]:
+    """Cases of one paraphrase group must return the same rows (values in column order; row
+    order counts only when both say it matters). Each case whose new rows differ from the first
+    of its group's is named here with the case it differs from."""
+    first: dict[str, tuple[int, Rows]] = {}
+    conflicts: dict[int, str] = {}
+    for index, case in cases.items():
+        group = case.paraphrase_group
+        rows = results[index][0] if index in results else case.rows
+        if group is None or rows is None:
+            continue
+        if group not in first:
+            first[group] = (index, rows)
+            continue
+        ref_index, ref_rows = first[group]
+        ref = cases[ref_index]
+        if not same_rows(ref_rows, rows, ref.order_matters and case.order_matters) and index in results:
+            conflicts[index] = (f"paraphrase_group {group}: its rows differ from those of case {ref.id} "
+                                "(cases of one group ask the same thing and return the same rows)")
+    return conflicts
+
+
+def _patched(text: str, raw_cases: list[Any], updates: dict[int, dict[str, list[Any]]],
+             valid: dict[int, EvalCase], path: Path) -> str:
+    """The text with the updates patched in; when the file's own layout cannot take a patch,
+    the canonical layout (only possible when every case is valid)."""
+    if not updates:
+        return text
+    expected = [dict(raw, **updates.get(i, {})) if isinstance(raw, dict) else raw for i, raw in enumerate(raw_cases)]
+    for case in expected:
+        if isinstance(case, dict) and case.get("alt_rows") == []:
+            del case["alt_rows"]
+    try:
+        out = patch_rows(text, updates)
+        loaded = load_yaml_text(out, path)
+        if isinstance(loaded, dict) and _same_values(loaded.get("cases"), expected):
+            return out
+    except (PatchError, YamlFileError):
+        pass
+    if len(valid) != len(raw_cases):
+        raise SuiteError(f"{path}: cannot write the new rows into this file's layout, and it holds invalid cases")
+    suite = parse_suite(text, path, allow_stale_rows=True)
+    cases = [c.model_copy(update=updates.get(i, {})) for i, c in enumerate(suite.cases)]
+    return dump_suite(suite.model_copy(update={"cases": cases}))
+
+
+def _same_values(a: Any, b: Any) -> bool:
+    """Equal values of the same types, mappings compared whatever their key order."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_values(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_values(x, y) for x, y in zip(a, b, strict=True))
+    return _same(a, b)
 
 
 def _lf(data: bytes) -> bytes:

@@ -132,36 +132,49 @@ class Evals:
         on_case: OnCase | None = None,
         clarify: bool = False,
         budget: SpendLedger | None = None,
+        extra_scorers: Mapping[str, type] | None = None,
     ) -> EvalReport:
         """Run the suites (evals.yaml's by default); ``budget`` shares the dollar cap with other runs.
 
         Options left None take evals.yaml's value. ``llm`` is None (nl2sql.yaml's own llm
         section, reported as ``default``), one LLMConfig, or a mapping of names to them;
         ``cases`` narrows by case id or tag; ``pass_numbers`` runs exactly those pass indexes;
-        ``on_case(config, record, spent)`` is called after each case run."""
+        ``on_case(config, record, spent)`` is called after each case run. ``extra_scorers``
+        (name -> scorer class, written in code) run beside the named scorers, for this run only;
+        their summaries reach the report."""
         from nl2sql_assets.evaluation.running import RunRequest
 
+        registry = None
+        if extra_scorers:
+            registry = self._project.scorers.copy()
+            for name, cls in extra_scorers.items():
+                registry.add(name, cls)
+            base = list(scorers) if scorers is not None else list(self.config.evals_config.scorers)
+            scorers = [*base, *(n for n in extra_scorers if n not in base)]
         request = RunRequest(
             suites=suites, mode=mode, llm=llm, cases=cases, roles=roles, scorers=scorers, curated=curated,
             passes=passes, pass_numbers=pass_numbers, max_cost_usd=max_cost_usd, clarify=clarify,
         )
-        return self.run_request(request, on_case=on_case, budget=budget)
+        return self.run_request(request, on_case=on_case, budget=budget, scorers=registry)
 
     def run_request(self, request: RunRequest, *, on_case: OnCase | None = None,
-                    budget: SpendLedger | None = None) -> EvalReport:
+                    budget: SpendLedger | None = None, scorers: ScorerRegistry | None = None) -> EvalReport:
         """The report of a run request: its case runs, reported once."""
         from nl2sql_assets.evaluation.reporting import build_report
 
-        runs = self.run_cases(request, on_case=on_case, budget=budget)
-        return build_report(runs.records, runs.meta)
+        runs = self.run_cases(request, on_case=on_case, budget=budget, scorers=scorers)
+        registry = scorers or self._project.scorers
+        return build_report(runs.records, runs.meta, scorer_classes={n: registry.get(n) for n in registry.names()})
 
     def run_cases(self, request: RunRequest, *, on_case: OnCase | None = None,
-                  budget: SpendLedger | None = None) -> CaseRuns:
-        """The case records and the run's metadata, on the project's engine and scorers."""
+                  budget: SpendLedger | None = None, scorers: ScorerRegistry | None = None) -> CaseRuns:
+        """The case records and the run's metadata, on the project's engine and scorers (or the
+        registry ``scorers``)."""
         from nl2sql_assets.evaluation.running import run_cases
 
         project = self._project
-        return run_cases(request, project.engine, scorers=project.scorers, on_case=on_case, budget=budget)
+        return run_cases(request, project.engine, scorers=scorers or project.scorers, on_case=on_case,
+                         budget=budget, index_folder=project.warehouse.eval_index_dir)
 
     def gate(self, report: EvalReport, baseline: Any) -> GateResult:
         from nl2sql_assets.evaluation.history import gate

@@ -545,6 +545,8 @@ def test_every_committed_suite_runs_under_the_function_allow_list(sqlite_db: Sql
     snapshot = sqlite_db.introspect()
     ran = 0
     for case in load_suite(chinook_suite_path()).cases:
+        if case.kind == "probe":
+            continue  # a probe's SQL goes to the policy check, never to a database
         statements = [s for s in (case.sql, *case.alt_sql) if s]
         if case.plan is not None:
             statements.append(generate_sql(qualify_plan(case.plan, snapshot), "sqlite"))

@@ -7,8 +7,10 @@ warehouse is the one owner of its paths (``warehouse/`` beside nl2sql.yaml):
     case_records/suite=<suite>/config=<config>/pass=<n>.jsonl
     case_records/suite=<suite>/config=<config>/pass=<n>.meta.json   (the run's RunMeta)
     spend/<budget>.jsonl                                              (the spend ledger)
+    feedback/ratings.jsonl                                            (people's good/bad marks on case runs)
     reports/<suite>/<config>.json, reports/<suite>/_all.json          (scoreboards, the suite report)
     snapshots/<datasource>.json, schema_index/<datasource>.json       (schemas and their embeddings)
+    eval_schema_index/<datasource>.json                               (evaluation runs' own index copies)
     regenerated/<suite>.yaml                                          (regenerate's copy, for the drift check)
 
 Files are written atomically (temporary file, then rename), so a reader never sees half a run.
@@ -45,6 +47,12 @@ class Warehouse:
     def schema_index_dir(self) -> Path:
         """Where each datasource's schema index is kept (the engine's retriever reads them)."""
         return self.root / "schema_index"
+
+    @property
+    def eval_index_dir(self) -> Path:
+        """The evaluation runs' own copies of the schema indexes (see running.isolation): a run
+        never reads or writes the serving engine's folder above."""
+        return self.root / "eval_schema_index"
 
     # ------------------------------------------------------------ case records
 
@@ -165,6 +173,13 @@ class Warehouse:
             return [dict(zip(cols, r, strict=True)) for r in rows]
         finally:
             con.close()
+
+    # ------------------------------------------------------------ feedback
+
+    @property
+    def ratings_path(self) -> Path:
+        """People's marks on stored case runs, one JSON object per line (see history.feedback)."""
+        return self.root / "feedback" / "ratings.jsonl"
 
     # ------------------------------------------------------------ spend ledger
 

@@ -84,6 +84,8 @@ def _series_break(run: Baseline, base: Baseline) -> str | None:
 
 
 def _execution(record: CaseRecord) -> str | None:
+    if record.kind == "probe":  # a policy probe executes nothing: its verdict is the policy's decision
+        return record.status
     return record.execution_status  # None for routing cases: left out
 
 

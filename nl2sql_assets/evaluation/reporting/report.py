@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +29,16 @@ from nl2sql_assets.evaluation.judging.scorers import (
 )
 from nl2sql_assets.evaluation.judging.scorers import execution_lenient_status as execution_lenient
 from nl2sql_assets.evaluation.judging.stats import Rate, rate_cell
+from nl2sql_assets.evaluation.reporting.coverage import (
+    Coverage,
+    DomainRates,
+    by_domain,
+    coverage,
+    coverage_line,
+    domains_markdown,
+    execution_success,
+    is_query,
+)
 from nl2sql_assets.evaluation.running.modes import get_mode
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,
@@ -135,6 +145,10 @@ class Board(StrictModel):
     models: dict[str, str] = Field(default_factory=dict)
     planned_cases: int = 0
     completed_cases: int = 0
+    #: allowed runs of answerable cases whose SQL ran, right or wrong (None: nothing executed)
+    execution_success: Rate | None = None
+    by_domain: dict[str, DomainRates] = Field(default_factory=dict)
+    coverage: Coverage | None = None
     results: list[CaseRecord] = Field(default_factory=list)
 
     @model_validator(mode="before")
@@ -365,8 +379,10 @@ def _summary(records: Sequence[CaseRecord]) -> Summary:
     return Summary(roles=dict(sorted(roles.items())), total=total)
 
 
-def _scores(scored: Sequence[CaseRecord], order: Sequence[str]) -> dict[str, ScorerTally]:
-    """Each scorer's tally, and its own summary when it has ``summarize`` (and is installed here)."""
+def _scores(scored: Sequence[CaseRecord], order: Sequence[str],
+            classes: Mapping[str, type] | None = None) -> dict[str, ScorerTally]:
+    """Each scorer's tally, and its own summary when it has ``summarize`` (and is installed here,
+    or given in ``classes``: a run's own in-code scorers)."""
     tallies: dict[str, ScorerTally] = {}
     values: dict[str, list[float]] = defaultdict(list)
     names = list(order) + sorted({n for r in scored for n in r.scores} - set(order))
@@ -391,7 +407,8 @@ def _scores(scored: Sequence[CaseRecord], order: Sequence[str]) -> dict[str, Sco
                 values[name].append(score.value)
         if tally.applied or name in order:
             tally.mean = sum(values[name]) / len(values[name]) if values[name] else None
-            summarize = getattr(scorer_class(name), "summarize", None)
+            cls = (classes or {}).get(name) or scorer_class(name)
+            summarize = getattr(cls, "summarize", None)
             summary = summarize(runs) if callable(summarize) else None
             tally.summary = summary.model_dump(mode="json") if summary is not None else None
             tallies[name] = tally
@@ -456,9 +473,12 @@ def _latency(values: Sequence[float]) -> Latency:
     return Latency(mean=float(get("mean")), p50=float(get("p50")), p95=float(get("p95")))
 
 
-def build_board(config: str, records: Sequence[CaseRecord], meta: RunMeta) -> Board:
-    """One config's board. Skipped runs appear in the summary only."""
+def build_board(config: str, records: Sequence[CaseRecord], meta: RunMeta,
+                scorer_classes: Mapping[str, type] | None = None) -> Board:
+    """One config's board. Skipped runs appear in the summary only; latency and cost per case are
+    over the runs that ask a question (a policy probe asks none)."""
     scored = [r for r in records if r.status != "skip"]
+    queries = [r for r in scored if is_query(r)]
     spending = _with_reruns(scored)
     tokens: dict[str, Usage] = {}
     for record in spending:
@@ -480,12 +500,12 @@ def build_board(config: str, records: Sequence[CaseRecord], meta: RunMeta) -> Bo
         config=config,
         accuracy=_accuracy(scored, meta.passes),
         summary=_summary(records),
-        scores=_scores(scored, meta.scorers),
+        scores=_scores(scored, meta.scorers, scorer_classes),
         answerability=_answerability(scored, meta.mode),
         tokens_by_node=dict(sorted(tokens.items())),
-        cost=Cost(total_usd=total_usd, per_case_usd=total_usd / len(scored) if scored else 0.0,
+        cost=Cost(total_usd=total_usd, per_case_usd=total_usd / len(queries) if queries else 0.0,
                   unknown_cost_calls=unknown),
-        latency=_latency([r.latency_s for r in scored]),
+        latency=_latency([r.latency_s for r in queries]),
         retries=Retries(total=sum(r.retries for r in scored),
                         cases_with_retries=sum(1 for r in scored if r.retries > 0)),
         errors_by_code=dict(sorted(errors.items())),
@@ -493,6 +513,9 @@ def build_board(config: str, records: Sequence[CaseRecord], meta: RunMeta) -> Bo
         models=dict(sorted(models.items())),
         planned_cases=config_meta.planned_cases or len(records),
         completed_cases=config_meta.completed_cases or len(records),
+        execution_success=execution_success(scored),
+        by_domain=by_domain(records),
+        coverage=coverage(records),
         results=list(records),
     )
 
@@ -524,13 +547,15 @@ def _comparison(boards: dict[str, Board]) -> Comparison | None:
     return Comparison(reference=reference, headlines=headlines, differences=differences)
 
 
-def build_report(records: list[CaseRecord], meta: RunMeta) -> EvalReport:
+def build_report(records: list[CaseRecord], meta: RunMeta,
+                 scorer_classes: Mapping[str, type] | None = None) -> EvalReport:
     """Group the records by config (in ``meta.configs`` order, then any others as they come)
-    and build a board for each."""
+    and build a board for each. ``scorer_classes`` name scorers not registered in this process
+    (a run's in-code scorers) so their summaries reach the boards."""
     grouped: dict[str, list[CaseRecord]] = {name: [] for name in meta.configs}
     for record in records:
         grouped.setdefault(record.config, []).append(record)
-    boards = {name: build_board(name, group, meta) for name, group in grouped.items()}
+    boards = {name: build_board(name, group, meta, scorer_classes) for name, group in grouped.items()}
     facts = {name: getattr(meta, name) for name in RunFacts.model_fields}
     return EvalReport(**facts, configs=boards, comparison=_comparison(boards))
 
@@ -569,6 +594,7 @@ def to_markdown(board: Board) -> str:
         ("execution, lenient", acc.execution_lenient), ("generated", acc.generated),
         (f"pass^{acc.pass_k.k} overall", acc.pass_k.overall),
         (f"pass^{acc.pass_k.k} execution", acc.pass_k.execution),
+        *((("execution success (SQL ran)", board.execution_success),) if board.execution_success else ()),
     ):
         lines.append(f"| {label} | {rate.passed} | {rate.total} | {rate_cell(rate)} |")
     total = board.summary.total
@@ -582,6 +608,10 @@ def to_markdown(board: Board) -> str:
         f"Latency: mean {board.latency.mean:.2f} s, p50 {board.latency.p50:.2f} s, p95 {board.latency.p95:.2f} s.",
     ]
     lines += [line for summary in board.summaries().values() if (line := summary.markdown())]
+    if board.coverage is not None:
+        lines.append(coverage_line(board.coverage))
+    if board.by_domain:
+        lines += ["", domains_markdown(board.by_domain), ""]
     if board.determinism is not None:
         d = board.determinism
         lines.append(f"Determinism: {d.deterministic_cases} of {d.total_cases} cases identical across passes.")

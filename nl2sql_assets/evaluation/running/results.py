@@ -15,6 +15,7 @@ from pydantic import Field, computed_field, model_validator
 
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.evaluation.judging.scorers import Faithfulness, Score, Verdict
+from nl2sql_assets.evaluation.running.isolation import Isolation
 from nl2sql_assets.evaluation.running.modes import ModeName, Stopped
 from nl2sql_assets.evaluation.running.request import RunRequest
 from nl2sql_assets.llm.calls import Usage
@@ -28,6 +29,9 @@ class CaseRecord(StrictModel):
     mode: ModeName
     pass_index: int = 1
     expected: str
+    kind: str = "answer"  # the case's kind: answer, routing or probe
+    domain: str | None = None  # what per-domain rates group by: the case's domain, else its datasource(s)
+    fingerprint: str | None = None  # the case definition's (question and SQL), for unique_case_count
 
     status: Verdict  # every applicable scorer passed
     lenient_status: Verdict | None = None  # as status, with result_match read leniently
@@ -38,6 +42,7 @@ class CaseRecord(StrictModel):
     result_status: str | None = None  # the QueryResult's status
     error_code: str | None = None
     error_message: str | None = None
+    policy_rule: str | None = None  # the policy rule that refused, when one did
     sql: str | None = None
     plan: dict[str, Any] | None = None
     answer: str | None = None
@@ -144,11 +149,14 @@ class RunFacts(StrictModel):
     spent: float = 0.0
     stopped: Stopped | None = None
     skipped: int = 0
+    #: case runs the mode does not make, by case kind (mode plans: routing; retrieval: probe)
+    left_out: dict[str, int] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     databases: list[DatabaseRef] = Field(default_factory=list)
     scorers: list[str] = Field(default_factory=list)
     run_stamp: RunStamp
     comparator_version: int = 1
+    isolation: Isolation | None = None  # what the run kept apart from the serving engine (None: older runs)
 
     @model_validator(mode="before")
     @classmethod

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from nl2sql_assets.config import ProjectConfig
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, Event, EventBus
-from nl2sql_assets.engine.result import QueryResult
+from nl2sql_assets.engine.result import SECURITY_VIOLATION, QueryResult
 from nl2sql_assets.errors import RunRefused
 from nl2sql_assets.evaluation.judging.scorers import (
     EXECUTION_SCORERS,
@@ -34,6 +34,7 @@ from nl2sql_assets.evaluation.judging.scorers import (
     case_status,
     score_run,
 )
+from nl2sql_assets.evaluation.running.isolation import isolated_engine
 from nl2sql_assets.evaluation.running.modes import (
     Budget,
     CaseJob,
@@ -48,6 +49,7 @@ from nl2sql_assets.evaluation.running.request import RunRequest
 from nl2sql_assets.evaluation.running.results import CaseRecord, CaseRuns, RunMeta
 from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
 from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError, role_runs, select_cases
+from nl2sql_assets.policy import GENERIC_REFUSAL, PolicyDecision
 from nl2sql_assets.redact import get_logger, redact
 
 if TYPE_CHECKING:
@@ -82,6 +84,17 @@ def rows_sha256(rows: list[list[Any]] | None) -> str | None:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _probe_result(rr: RoleRun, datasource: str, decision: PolicyDecision, seconds: float) -> QueryResult:
+    """What a probe's role gets: the generic refusal when the check refuses (with the rule that
+    fired), else an allowed statement (never executed: a probe asks the policy only)."""
+    common: dict[str, Any] = {"run_id": "", "question": rr.case.question, "role": rr.role, "sql": rr.case.sql,
+                              "datasources": [datasource], "timings": {"policy": seconds}}
+    if decision.allowed:
+        return QueryResult(status="success", **common)
+    return QueryResult(status="error", error_code=SECURITY_VIOLATION, error_message=GENERIC_REFUSAL,
+                       policy_rule=decision.rule, **common)
+
+
 def _error_result(rr: RoleRun, exc: BaseException) -> QueryResult:
     return QueryResult(
         run_id="",
@@ -112,7 +125,7 @@ def build_case_record(
     status, reason = case_status(scores)
     lenient, _ = case_status(scores, lenient=True)
     execution: Verdict | None = None
-    if case.kind != "routing" and mode.executes:  # a mode that executes nothing has no execution status
+    if case.kind == "answer" and mode.executes:  # routing cases, probes and modes that execute nothing have none
         execution, _ = case_status(scores, only=EXECUTION_SCORERS)
     if engine_error:
         status = lenient = "error"
@@ -127,6 +140,9 @@ def build_case_record(
         mode=mode.name,
         pass_index=pass_index,
         expected=rr.expected,
+        kind=case.kind,
+        domain=case.domain_name,
+        fingerprint=case.fingerprint(),
         status=status,
         lenient_status=lenient,
         execution_status=execution,
@@ -135,6 +151,7 @@ def build_case_record(
         result_status=result.status,
         error_code=result.error_code,
         error_message=result.error_message,
+        policy_rule=result.policy_rule,
         sql=result.sql,
         plan=result.plan,
         answer=result.answer.summary if result.answer is not None else None,
@@ -177,13 +194,17 @@ class _Cases:
         self.spent = 0.0
         self._done: dict[int, tuple[CaseRecord, float]] = {}
         self._warned_unknown = False
+        self._own_policy: dict[tuple[int, str], Any] = {}  # (runtime, case) -> the runtime under the case's policy
 
     # ------------------------------------------------------------ what a loop calls
 
     async def answer(self, job: CaseJob) -> float:
         """Ask, price and score one case run; a verified answer is asked again on the generated
-        path when the config has one. Returns the dollars it spent (reruns included)."""
+        path when the config has one. A policy probe goes to the policy check alone (no model
+        call, nothing spent). Returns the dollars it spent (reruns included)."""
         cfg = self.lineup.configs[job.config]
+        if job.rr.case.kind == "probe":
+            return await self._probe(cfg, job)
         result, latency, failed = await self._ask(cfg.runtime, job)
         cost, unknown = self._price(result, cfg)
         record = self._record(job, cfg, result, latency, failed, None if unknown else cost, unknown)
@@ -252,8 +273,41 @@ class _Cases:
         return {"case_id": rr.case.id, "suite": rr.suite, "pass": job.pass_index, "config": job.config,
                 "role": rr.role}
 
+    def _runtime(self, runtime: Any, job: CaseJob) -> Any:
+        """The runtime a case is asked on: ``runtime``, or a runtime derived from it under the
+        case's own policy (made once per case and runtime)."""
+        case = job.rr.case
+        if case.policy is None:
+            return runtime
+        key = (id(runtime), f"{job.rr.suite}:{case.id}")
+        own = self._own_policy.get(key)
+        if own is None:
+            own = runtime.derive(policies=case.policy.policies(self.config.policies))
+            self._own_policy[key] = own
+        return own
+
+    async def _probe(self, cfg: ConfigRun, job: CaseJob) -> float:
+        """Send a probe's SQL to the final-SQL policy check the runtime runs before executing,
+        under the role and the case's policy, and score the decision."""
+        rr = job.rr
+        runtime = self._runtime(cfg.runtime, job)
+        datasource = rr.case.datasources[0]
+        assert rr.case.sql is not None, "a probe has sql (the suite model says so)"
+        started = time.perf_counter()
+        decision: PolicyDecision | None = None
+        try:
+            decision = await asyncio.to_thread(runtime.check_policy, rr.case.sql, rr.role, datasource)
+            result, failed = _probe_result(rr, datasource, decision, time.perf_counter() - started), False
+        except Exception as exc:  # an unknown datasource, a schema that cannot be read: this probe only
+            log.exception("probe %s (%s) could not be checked", rr.case.id, rr.role)
+            result, failed = _error_result(rr, exc), True
+        latency = time.perf_counter() - started
+        self._done[job.index] = (self._record(job, cfg, result, latency, failed, 0.0, 0, decision), 0.0)
+        return 0.0
+
     async def _ask(self, runtime: Any, job: CaseJob) -> tuple[QueryResult, float, bool]:
         rr = job.rr
+        runtime = self._runtime(runtime, job)
         started = time.perf_counter()
         try:
             result = await runtime.aask(rr.case.question, rr.role, context=self._context(job))
@@ -279,7 +333,7 @@ class _Cases:
         return cost, unknown
 
     def _record(self, job: CaseJob, cfg: ConfigRun, result: QueryResult, latency: float, failed: bool,
-                cost: float | None, unknown: int) -> CaseRecord:
+                cost: float | None, unknown: int, policy: PolicyDecision | None = None) -> CaseRecord:
         case_run = CaseRun(
             case=job.rr.case,
             role=job.rr.role,
@@ -289,6 +343,7 @@ class _Cases:
             columns=result.columns,
             retrieval=result.retrieval,
             routed=result.routing,
+            policy=policy,
         )
         scores = score_run(self.scorers, case_run)
         return build_case_record(
@@ -321,11 +376,9 @@ def _load_suites(config: ProjectConfig, suites: Sequence[str | Path] | None) -> 
 
 
 def _check_roles(config: ProjectConfig, runs: list[RoleRun]) -> None:
-    roles = config.policies.roles
-    if not roles:
-        return
     for rr in runs:
-        if rr.role not in roles:
+        roles = rr.case.policy.roles if rr.case.policy is not None else config.policies.roles
+        if roles and rr.role not in roles:
             raise SelectionError(
                 f"suite {rr.suite!r}, case {rr.case.id!r}: outcome names role {rr.role!r}, "
                 f"which the policy does not define (roles: {sorted(roles)})"
@@ -356,6 +409,19 @@ def _databases(registry: Any, runs: list[RoleRun]) -> list[dict[str, Any]]:
     return out
 
 
+def _kinds(runs: list[RoleRun], mode: Mode) -> tuple[list[RoleRun], dict[str, int]]:
+    """The role runs of the kinds of case the mode runs, and how many of each other kind it left out."""
+    kept = [rr for rr in runs if rr.case.kind in mode.kinds]
+    left: dict[str, int] = {}
+    for rr in runs:
+        if rr.case.kind not in mode.kinds:
+            left[rr.case.kind] = left.get(rr.case.kind, 0) + 1
+    if runs and not kept:
+        raise SelectionError(f"mode {mode.name} runs {', '.join(sorted(mode.kinds))} cases; the selection holds "
+                             f"only {', '.join(f'{n} {kind} case run(s)' for kind, n in sorted(left.items()))}")
+    return kept, left
+
+
 def _jobs(runs: list[RoleRun], pass_list: list[int], config_names: list[str]) -> list[CaseJob]:
     """Pass by pass, case by case; the configs of a case side by side, so a run the cap
     stops has asked every config the same cases."""
@@ -380,7 +446,8 @@ def _accuracies(records: list[CaseRecord], first: str | None) -> tuple[float, fl
 
 
 async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | None = None,
-                     on_case: OnCase | None = None, budget: Budget | None = None) -> CaseRuns:
+                     on_case: OnCase | None = None, budget: Budget | None = None,
+                     index_folder: Path | None = None) -> CaseRuns:
     """``run_cases`` on the running event loop."""
     from nl2sql_assets import __version__
     from nl2sql_assets.evaluation.judging import COMPARATOR_VERSION
@@ -398,6 +465,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
     if not selected:
         raise SelectionError(f"no approved case in suite(s) {[name for name, _, _ in loaded]}")
     runs, skipped = role_runs(selected, request.roles, clarify=request.clarify)
+    runs, left_out = _kinds(runs, mode)
     runs = mode.select(runs)
     _check_roles(config, runs)
     pass_list = (sorted(set(request.pass_numbers)) if request.pass_numbers
@@ -415,14 +483,15 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
     # The mode sets its runtimes up (all derived from the engine, on its datasources and bus).
     if request.llm is not None and not mode.takes_llm:
         raise RunRefused(f"llm= is for mode {llm_mode().name}; {mode.no_llm}")
-    setup = RunSetup(config=config, engine=engine, runs=runs, llm=request.llm, curated=request.curated,
-                     max_cost_usd=request.max_cost_usd)
-    with mode.lineup(setup) as lineup:
-        jobs = _jobs(runs, pass_list, list(lineup.configs))
-        for job in jobs:
-            lineup.configs[job.config].planned += 1
-        cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget)
-        stopped = await mode.execute(cases, jobs)
+    with isolated_engine(engine, index_folder) as (run_engine, isolation):
+        setup = RunSetup(config=config, engine=run_engine, runs=runs, llm=request.llm, curated=request.curated,
+                         max_cost_usd=request.max_cost_usd)
+        with mode.lineup(setup) as lineup:
+            jobs = _jobs(runs, pass_list, list(lineup.configs))
+            for job in jobs:
+                lineup.configs[job.config].planned += 1
+            cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget)
+            stopped = await mode.execute(cases, jobs)
 
     records = [r for r in cases.records if r is not None]
     git_commit, git_dirty = git_info()
@@ -438,6 +507,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "spent": cases.spent,
         "stopped": stopped,
         "skipped": skipped * len(pass_list),
+        "left_out": {kind: n * len(pass_list) for kind, n in left_out.items()},
         "settings": {**lineup.settings, "pass_numbers": pass_list},
         "databases": databases,
         "configs": {
@@ -458,6 +528,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             "git_dirty": git_dirty,
         },
         "comparator_version": COMPARATOR_VERSION,
+        "isolation": isolation,
     })
     accuracy, accuracy_generated = _accuracies(records, next(iter(lineup.configs), None))
     engine.bus.publish(
@@ -479,18 +550,21 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
 
 
 def run_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | None = None,
-              on_case: OnCase | None = None, budget: Budget | None = None) -> CaseRuns:
+              on_case: OnCase | None = None, budget: Budget | None = None,
+              index_folder: Path | None = None) -> CaseRuns:
     """Run what ``request`` asks on runtimes derived from ``engine`` (whose datasources and event
     bus the run shares); returns the case records and the run's metadata.
 
     ``scorers`` is the registry the request's scorer names resolve in (the built-ins and
     installed plugins by default); ``on_case(config, record, spent)`` is called after each case
-    run; ``budget`` is a dollar ledger shared with other runs (every partition of a backfill).
+    run; ``budget`` is a dollar ledger shared with other runs (every partition of a backfill);
+    ``index_folder`` keeps the run's own copies of the schema indexes (None: a temporary folder;
+    see ``running.isolation``).
 
     Raises RunRefused (nothing spent), SelectionError (a selector matched nothing),
     ScorerError (an unknown scorer) or UnknownPriceError (an unpriced model).
     """
-    coro = arun_cases(request, engine, scorers=scorers, on_case=on_case, budget=budget)
+    coro = arun_cases(request, engine, scorers=scorers, on_case=on_case, budget=budget, index_folder=index_folder)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

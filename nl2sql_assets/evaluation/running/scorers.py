@@ -121,6 +121,12 @@ class ScorerRegistry:
         registry.load_entry_points()
         return registry
 
+    def copy(self) -> ScorerRegistry:
+        """A registry with the same scorers, to add a run's own to without changing this one."""
+        other = ScorerRegistry()
+        other._classes = dict(self._classes)
+        return other
+
     def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
         """Register each installed plugin; a broken one is an error naming the entry point."""
         added: list[str] = []

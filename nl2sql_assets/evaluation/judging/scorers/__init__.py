@@ -1,4 +1,4 @@
-"""Scorers: the interface and the five built-ins (the registry that finds plugins is running.scorers).
+"""Scorers: the interface and the six built-ins (the registry that finds plugins is running.scorers).
 
 Each scorer answers one question about one case run; a case passes when every scorer
 that applies to it passes.
@@ -22,6 +22,7 @@ from nl2sql_assets.evaluation.judging.scorers.base import (
 )
 from nl2sql_assets.evaluation.judging.scorers.faithfulness import Faithfulness, FaithfulnessSummary
 from nl2sql_assets.evaluation.judging.scorers.outcome import Outcome
+from nl2sql_assets.evaluation.judging.scorers.policy import Policy, PolicyDetail, PolicySummary
 from nl2sql_assets.evaluation.judging.scorers.result_match import ResultMatch
 from nl2sql_assets.evaluation.judging.scorers.retrieval_recall import RetrievalRecall, RetrievalSummary
 from nl2sql_assets.evaluation.judging.scorers.routing import Routing, RoutingConfig, RoutingSummary
@@ -36,6 +37,7 @@ from nl2sql_assets.evaluation.judging.scorers.verdict import (
 BUILTIN_SCORERS: dict[str, type] = {
     "result_match": ResultMatch,
     "outcome": Outcome,
+    "policy": Policy,
     "faithfulness": Faithfulness,
     "retrieval_recall": RetrievalRecall,
     "routing": Routing,
@@ -63,6 +65,9 @@ __all__ = [
     "FaithfulnessSummary",
     "NoConfig",
     "Outcome",
+    "Policy",
+    "PolicyDetail",
+    "PolicySummary",
     "ResultMatch",
     "RetrievalRecall",
     "RetrievalSummary",

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.engine.result import QueryResult
 from nl2sql_assets.evaluation.suites import EvalCase, Outcome
+from nl2sql_assets.policy.check import PolicyDecision
 
 INTERFACE_VERSION = 1
 
@@ -56,6 +57,7 @@ class CaseRun(StrictModel):
     columns: list[str] = Field(default_factory=list)
     retrieval: dict[str, list[str]] | None = None  # table -> columns the retriever sent
     routed: list[str] | None = None  # mode retrieval: datasources, best first
+    policy: PolicyDecision | None = None  # a policy probe: the final-SQL check's decision on its SQL
 
     @property
     def expected(self) -> Outcome:

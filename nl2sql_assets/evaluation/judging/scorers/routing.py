@@ -84,7 +84,7 @@ class Routing:
         return cls(cfg.max_datasources)
 
     def score(self, run: CaseRun) -> Score:
-        if run.expected != "allowed":
+        if run.expected != "allowed" or run.case.kind == "probe":  # a probe asks the policy, not a question
             return Score()
         read = {"full": self._used, "retrieval": self._ranking}[run.mode]  # one reading per mode it scores
         return read(run, list(run.case.datasources))

@@ -131,6 +131,9 @@ class Mode:
     #: Curated answers may be on: then the gate also compares the curated-off reruns, and runs
     #: with curated answers on and off are not comparable.
     uses_curated: ClassVar[bool] = False
+    #: The kinds of case it runs (``answer``, ``routing``, ``probe``); the runner leaves the
+    #: others out and counts them in the run's ``left_out``.
+    kinds: ClassVar[frozenset[str]] = frozenset({"answer", "routing", "probe"})
 
     def select(self, runs: list[RoleRun]) -> list[RoleRun]:
         """The role runs this mode makes of those selected (by default all of them)."""

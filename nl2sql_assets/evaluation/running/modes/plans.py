@@ -32,6 +32,8 @@ class PlansMode(Mode):
     name: ClassVar[str] = "plans"
     config_name: ClassVar[str | None] = "plans"
     no_llm: ClassVar[str] = "mode plans always runs on the gold LLM"
+    #: A routing case has no plan to serve (it says where a question goes): left out, and counted.
+    kinds: ClassVar[frozenset[str]] = frozenset({"answer", "probe"})
 
     @contextlib.contextmanager
     def lineup(self, setup: RunSetup) -> Iterator[Lineup]:
@@ -65,10 +67,11 @@ class PlansMode(Mode):
 
 
 def check_plans(runs: Sequence[RoleRun]) -> None:
-    """Every answerable case (and routing case) needs its hand-written plan: the gold LLM serves it."""
+    """Every answerable case needs its hand-written plan: the gold LLM serves it. (A probe asks
+    no model; routing cases never reach this mode.)"""
     missing: list[str] = []
     for rr in runs:
-        needs = rr.case.sql is not None or rr.case.kind == "routing"
+        needs = rr.case.kind == "answer" and rr.case.sql is not None
         if needs and rr.case.plan is None and f"{rr.suite}:{rr.case.id}" not in missing:
             missing.append(f"{rr.suite}:{rr.case.id}")
     if missing:

@@ -35,6 +35,8 @@ class RetrievalMode(Mode):
     config_name: ClassVar[str | None] = "retrieval"
     no_llm: ClassVar[str] = "mode retrieval calls no model"
     executes: ClassVar[bool] = False
+    #: A policy probe has no question to route or retrieve for: left out, and counted.
+    kinds: ClassVar[frozenset[str]] = frozenset({"answer", "routing"})
 
     def select(self, runs: list[RoleRun]) -> list[RoleRun]:
         """The roles allowed to read an answerable case (or a routing case): a refusal or an

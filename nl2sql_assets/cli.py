@@ -1,8 +1,9 @@
 """``nl2sql-assets``: set up a demo, run and gate evals, regenerate rows, publish records.
 
 Exit codes of ``eval run``: 0 finished and nothing regressed; 1 a regression against
-``--baseline``; 2 a usage error, a refused run, or a missing, unreadable or incomparable
-baseline; 3 the cost cap stopped the run early (the report is partial).
+``--baseline`` or a threshold missed (``--min-*`` / ``--max-*``, or ``thresholds:`` in evals.yaml);
+2 a usage error, a refused run, or a missing, unreadable or incomparable baseline; 3 the cost cap
+stopped the run early (the report is partial).
 ``eval seed`` exits 2 on a refusal and 3 at the cost cap or the call limit.
 """
 
@@ -70,10 +71,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--baseline", default=None, metavar="PATH")
     run.add_argument("--out", default=None, metavar="FILE")
     run.add_argument("--clarify", action="store_true", help="also run cases that expect a clarification")
+    _threshold_options(run)
 
     regen = esub.add_parser("regenerate", help="write rows and alt_rows from each case's SQL")
     regen.add_argument("path")
     regen.add_argument("--allow-packaged", action="store_true")
+
+    imp = esub.add_parser("import", help="convert a JSONL gold set into a draft suite file")
+    imp.add_argument("file", metavar="FILE.jsonl")
+    imp.add_argument("--out", required=True, metavar="PATH", help="the suite file to write (must not exist)")
+    imp.add_argument("--database", default=None, metavar="ID",
+                     help="the datasource of lines that name no database")
+    imp.add_argument("--roles", action="extend", nargs="+", default=None, metavar="R",
+                     help="the roles a line without an outcome is asked as (default: policies.default_role)")
+
+    exp = esub.add_parser("export", help="write a suite as a JSONL gold set")
+    exp.add_argument("suite", metavar="PATH")
+    exp.add_argument("--jsonl", required=True, metavar="FILE", help="the JSONL file to write ('-': standard output)")
 
     seed = esub.add_parser("seed", help="draft unreviewed cases from a datasource's schema (calls a paid model)")
     seed.add_argument("--datasource", required=True, metavar="ID")
@@ -82,12 +96,43 @@ def _parser() -> argparse.ArgumentParser:
     seed.add_argument("--role", default=None, metavar="R", help="default: policies.default_role")
     seed.add_argument("--max-cost", type=float, default=None, metavar="USD")
 
+    fb = sub.add_parser("feedback", help="mark stored case runs and export the good ones as draft cases")
+    fsub = fb.add_subparsers(dest="feedback_command", required=True)
+    fexp = fsub.add_parser("export", help="write good runs (passed, or marked good) as draft cases")
+    fexp.add_argument("--good", action="store_true", required=True, help="export the good runs")
+    fexp.add_argument("--out", required=True, metavar="PATH", help="the draft suite to write or add to")
+    fexp.add_argument("--suite", action="extend", nargs="+", default=None, metavar="NAME")
+    fexp.add_argument("--config", dest="configs", action="extend", nargs="+", default=None, metavar="NAME")
+    frate = fsub.add_parser("rate", help="mark one stored case run good or bad")
+    frate.add_argument("suite", metavar="SUITE")
+    frate.add_argument("case", metavar="CASE_ID@ROLE")
+    frate.add_argument("--config", dest="run_config", required=True, metavar="NAME")
+    frate.add_argument("--pass", dest="pass_index", type=int, default=None, metavar="N",
+                       help="one pass (default: every pass of the run)")
+    mark = frate.add_mutually_exclusive_group(required=True)
+    mark.add_argument("--good", action="store_const", const="good", dest="rating")
+    mark.add_argument("--bad", action="store_const", const="bad", dest="rating")
+    frate.add_argument("--note", default="")
+
     pub = esub.add_parser("publish", help="record reports under benchmarks/ and rebuild the results page")
     pub.add_argument("reports", nargs="*")
     pub.add_argument("--note", default=None)
     pub.add_argument("--from", dest="from_dirs", action="append", default=[], metavar="DIR")
     pub.add_argument("--root", default=None, help="the repository root (default: the current folder)")
     return p
+
+
+def _threshold_options(run: argparse.ArgumentParser) -> None:
+    """One option per threshold (``config.ThresholdSettings``): ``--min-accuracy 0.9`` and so on."""
+    from nl2sql_assets.config import ThresholdSettings
+
+    for name, field in ThresholdSettings.model_fields.items():
+        flags = ["--" + name.replace("_", "-")]
+        if name == "min_accuracy":
+            flags.append("--min-semantic-correct")  # the name other evaluators give it
+        run.add_argument(*flags, dest=f"threshold_{name}", type=float, default=None,
+                         metavar="USD" if name.endswith("cost_per_case") else ("MS" if name.endswith("_ms") else "X"),
+                         help=f"{field.description}; overrides evals.yaml's thresholds.{name}; exit 1 when missed")
 
 
 def _config_path(args: argparse.Namespace) -> Path:
@@ -162,8 +207,13 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     save_report(report, out)
     for name, board in report.configs.items():
         print(f"{name}: {_board_line(board, mode.executes)}")
+    if report.left_out:
+        left = ", ".join(f"{n} {kind}" for kind, n in sorted(report.left_out.items()))
+        print(f"left out: {left} case run(s): mode {report.mode} does not run those kinds of case")
     print(f"report: {out}")
     code = EXIT_OK
+    if not _thresholds_met(args, project, report):
+        code = EXIT_REGRESSION
     if args.baseline:
         try:
             result = project.evals.gate(report, args.baseline)
@@ -188,13 +238,42 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     return code
 
 
+def _thresholds_met(args: argparse.Namespace, project: Any, report: Any) -> bool:
+    """Check the thresholds (evals.yaml's, the command line's on top); print each one and name
+    every miss with its measured value on stderr."""
+    from nl2sql_assets.evaluation.reporting.thresholds import check_thresholds, merge_thresholds
+
+    given = {k.removeprefix("threshold_"): v for k, v in vars(args).items() if k.startswith("threshold_")}
+    try:
+        settings = merge_thresholds(project.config.evals_config.thresholds, given)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    result = check_thresholds(report, settings)
+    for check in result.checks:
+        if not check.missed:
+            print(f"threshold: {check.line()}")
+    for check in result.misses:
+        print(f"THRESHOLD: {check.line()}", file=sys.stderr)
+    return result.ok
+
+
 def _board_line(board: Any, executes: bool) -> str:
     """A board in one line: execution accuracy with its interval, or, in a mode that executes
     nothing (retrieval), the case runs that passed and what the scorers say (recall, routing)."""
     if executes:
         acc = board.accuracy.execution
-        return (f"execution accuracy {acc.rate:.1%} ({acc.passed}/{acc.total}, 95% CI {acc.low:.1%}-{acc.high:.1%}); "
-                f"overall {board.accuracy.overall.rate:.1%}")
+        parts = [f"execution accuracy {acc.rate:.1%} ({acc.passed}/{acc.total}, 95% CI {acc.low:.1%}-{acc.high:.1%})",
+                 f"overall {board.accuracy.overall.rate:.1%}"]
+        if board.execution_success is not None:
+            ok = board.execution_success
+            parts.append(f"execution success {ok.rate:.1%} ({ok.passed}/{ok.total})")
+        policy = board.summaries().get("policy")
+        if policy is not None and (policy.recall is not None or policy.false_positives):
+            parts.append(policy.text())
+        if board.coverage is not None:
+            c = board.coverage
+            parts.append(f"{c.query_count} queries, {c.probe_count} probes, {c.unique_case_count} unique")
+        return "; ".join(parts)
     acc = board.accuracy.overall
     parts = [f"{acc.passed}/{acc.total} case runs passed ({acc.rate:.1%}, 95% CI {acc.low:.1%}-{acc.high:.1%})"]
     parts += [text for summary in board.summaries().values() if (text := summary.text())]
@@ -209,6 +288,56 @@ def _cmd_eval_regenerate(args: argparse.Namespace) -> int:
     for failure in report.failed:
         print(f"  {failure.case_id}: {failure.reason}", file=sys.stderr)
     return 1 if report.failed else 0
+
+
+def _cmd_eval_import(args: argparse.Namespace) -> int:
+    from nl2sql_assets.config import load_config
+    from nl2sql_assets.evaluation.suites.jsonl import ImportContext, import_jsonl
+
+    config = load_config(_config_path(args))
+    roles = args.roles or [config.policies.default_role]
+    ctx = ImportContext(roles=roles, database=args.database,
+                        datasources={ds.id: ds.path for ds in config.datasources})
+    report = import_jsonl(args.file, args.out, ctx, config=config)
+    print(f"{report.path}: {report.cases} case(s) imported, {report.drafts} of them drafts")
+    if report.pending:
+        print(f"  {len(report.pending)} case(s) hold fields not run yet (follow-up turns, candidate "
+              f"selection) and stay drafts: {', '.join(report.pending[:10])}"
+              + (" ..." if len(report.pending) > 10 else ""))
+    return EXIT_OK
+
+
+def _cmd_eval_export(args: argparse.Namespace) -> int:
+    from nl2sql_assets.evaluation.suites.jsonl import export_jsonl
+
+    if args.jsonl == "-":
+        sys.stdout.write(export_jsonl(args.suite))
+        return EXIT_OK
+    text = export_jsonl(args.suite, args.jsonl)
+    print(f"{args.jsonl}: {text.count(chr(10))} case(s) written")
+    return EXIT_OK
+
+
+def _cmd_feedback(args: argparse.Namespace) -> int:
+    from nl2sql_assets.config import load_config
+    from nl2sql_assets.evaluation.history import Warehouse
+    from nl2sql_assets.evaluation.history.feedback import export_good, rate
+
+    config = load_config(_config_path(args))
+    warehouse = Warehouse.for_project(config.root)
+    if args.feedback_command == "rate":
+        mark = rate(warehouse, args.suite, args.run_config, args.case, args.rating, pass_index=args.pass_index,
+                    note=args.note)
+        print(f"marked {mark.case_id}@{mark.role} ({mark.suite}, {mark.config}"
+              + (f", pass {mark.pass_index}" if mark.pass_index else "") + f") {mark.rating}")
+        return EXIT_OK
+    report = export_good(warehouse, Path(args.out), config=config, suites=args.suite, configs=args.configs)
+    print(f"{report.path}: {report.drafted} draft(s) from {report.runs} good run(s)"
+          + (f" ({', '.join(report.case_ids[:5])}{' ...' if len(report.case_ids) > 5 else ''})" if report.case_ids
+             else ""))
+    for line in report.skipped:
+        print(f"  skipped {line}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _cmd_eval_seed(args: argparse.Namespace) -> int:
@@ -362,8 +491,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_pipeline(args)
         if args.command == "configs":
             return _cmd_configs(args)
+        if args.command == "feedback":
+            return _cmd_feedback(args)
         handler = {"run": _cmd_eval_run, "regenerate": _cmd_eval_regenerate, "seed": _cmd_eval_seed,
-                   "publish": _cmd_eval_publish}
+                   "publish": _cmd_eval_publish, "import": _cmd_eval_import, "export": _cmd_eval_export}
         return handler[args.eval_command](args)
     except Exception as exc:
         # Bad input, a missing or damaged database file, an unreadable path: exit 2 with the

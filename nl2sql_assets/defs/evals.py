@@ -12,6 +12,7 @@ import dagster as dg
 from nl2sql_assets.defs.partitions import CONFIG_X_PASS, CONFIGS
 from nl2sql_assets.defs.redaction import redact, safe_metadata
 from nl2sql_assets.defs.resources import ProjectResource
+from nl2sql_assets.defs.thresholds import board_metadata
 
 EVALS_GROUP = "evals"
 LLM_TAG = "nl2sql/llm"  # the run-queue tag of LLM-heavy jobs (dagster.yaml limits it)
@@ -106,6 +107,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
             "latency_p95_s": board.latency.p95,
             "case_runs": (acc.execution if get_mode(report.mode).executes else acc.overall).total,
             **board.summary_metrics(),
+            **board_metadata(report),  # execution success, per-domain rates, coverage, isolation
             "board": dg.MetadataValue.md(to_markdown(board)),
             # Determinism needs two passes; with one there is nothing to plot.
             **({"determinism": board.determinism.rate}

@@ -12,6 +12,7 @@ from nl2sql_assets.defs.datasets import build_schema_snapshots, build_suite_asse
 from nl2sql_assets.defs.evals import build_eval_assets, build_gate_all_check
 from nl2sql_assets.defs.resources import ProjectResource
 from nl2sql_assets.defs.schema_index import build_schema_index, schema_index_keys
+from nl2sql_assets.defs.thresholds import build_threshold_check
 
 
 def build_defs(config_path: str | Path) -> dg.Definitions:
@@ -33,7 +34,7 @@ def _build_defs(config_path: Path) -> dg.Definitions:
         suite_asset, rows, drift = build_suite_assets(name, path, config)
         case_runs, scoreboard, gate, report, records = build_eval_assets(name, path, schema_index_keys(config))
         assets += [suite_asset, rows, case_runs, scoreboard, report, records]
-        checks += [drift, gate, build_gate_all_check(name)]
+        checks += [drift, gate, build_gate_all_check(name), build_threshold_check(name)]
     jobs = build_jobs([name for name, _ in suites])
     automation = build_automation(config_path, jobs)
     return dg.Definitions(

@@ -40,7 +40,7 @@ def test_datasets_job_materialises_snapshots_suites_and_regenerated_rows(demo_pr
         assert mats["schema_snapshots/chinook"]["fingerprint"] == registry.snapshot("chinook").fingerprint()
         assert mats["schema_snapshots/chinook"]["tables"] == 11
     assert mats["suites/chinook"]["digest"] == suite_digest(demo_project / "suites" / "chinook.yaml")
-    assert mats["suites/chinook"]["approved"] == 47
+    assert mats["suites/chinook"]["approved"] == 76  # 47 questions and 29 policy probes
     assert mats["regenerated_rows/chinook"]["failed"] == 0
     assert mats["regenerated_rows/chinook"]["matches_suite_file"] is True
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
@@ -69,21 +69,28 @@ def test_plans_two_passes_give_a_scoreboard_with_pass_k_and_determinism(demo_pro
         assert result.success
         meta = _materialized(result)["case_runs/chinook"]
         assert (meta["failed"], meta["errors"]) == (0, 0)
-        assert meta["passed"] == 141  # 47 cases x 3 roles
+        assert meta["passed"] == 178  # 47 cases x 3 roles, and 37 role runs of 29 policy probes
     result = _run(defs, "scoreboards_job", instance, "plans")
     assert result.success
+    (thresholds,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "thresholds"]
+    assert thresholds.passed and thresholds.metadata["measured[min_policy_recall]"].value == 1.0
     board = _materialized(result)["scoreboards/chinook"]
     assert board["passes"] == 2
     assert board["execution_accuracy"] == 1.0
     assert board["pass_k"] == 1.0
     assert board["determinism"] == 1.0
     assert "execution" in board["board"].lower()
+    # What the board adds beside accuracy: policy precision and recall, execution success, coverage.
+    assert (board["policy_precision"], board["policy_recall"], board["policy_false_negatives"]) == (1.0, 1.0, 0)
+    assert board["execution_success"] == 1.0 and board["execution_success[chinook]"] == 1.0
+    assert (board["query_count"], board["probe_count"], board["unique_case_count"]) == (47, 29, 76)
+    assert "| chinook |" in board["domains"] and "plan cache" in board["isolation"]
     # The warehouse answers the same question in SQL.
     from nl2sql_assets.evaluation.history.warehouse import Warehouse
 
     rows = Warehouse(demo_project / "warehouse").summary("chinook")
     assert [(r["config"], r["pass_index"], r["runs"], r["execution_passed"]) for r in rows] == [
-        ("plans", 1, 141, 141), ("plans", 2, 141, 141)]
+        ("plans", 1, 178, 141), ("plans", 2, 178, 141)]
 
 
 def test_gate_check_fails_on_a_regression_and_stops_benchmark_records(demo_project: Path, instance, monkeypatch):

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     chinook = args.db or (Path(os.environ["NL2SQL_CHINOOK"]) if os.environ.get("NL2SQL_CHINOOK") else None)
     configured = datasources(config, chinook)
     suite = load_suite(args.suite)
-    needed = {ds for case in suite.cases if case.sql is not None for ds in case.datasources}
+    needed = {ds for case in suite.cases if case.answerable for ds in case.datasources}
     missing = [ds for ds in configured if ds.id in needed and not Path(ds.path).is_file()]
     if missing:
         for ds in missing:
@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = checked = 0
     with DatasourceRegistry(configured) as registry:
         for case in suite.cases:
+            if case.kind == "probe":
+                continue  # a policy probe has no plan: its SQL goes to the policy check alone
             if case.sql is None:
                 if case.plan is not None:
                     failed += 1

@@ -405,44 +405,46 @@ def test_hostile_seed_drafts_are_dropped(ds: str, role: str, project: Path, tmp_
 
 # ---------------------------------------------------------------- the multi-domain probes, hand-worked elsewhere
 
-#: Rules a later check adds (row budgets, forbidden joins): their probes are not judged here.
-NOT_YET = {"row_budget", "forbidden_join"}
 SCOPE = {"table_scope", "column_scope"}
 
 
 def test_the_multidomain_probes_and_controls_agree_with_the_check(config: ProjectConfig,
                                                                    registry: DatasourceRegistry) -> None:
-    """Each probe of suites/drafts/multidomain_pending.yaml is refused by the rule it names (a
-    shadowing probe by a scope rule, a dangerous function by the check or the engine), each allow
-    control and each follow-up is decided as its author worked it out by hand."""
+    """Each probe of suites/multidomain.yaml is refused by the rule it names (a shadowing probe by a
+    scope rule), each allow control is allowed and runs, and each follow-up waiting in
+    suites/drafts/multidomain_pending.yaml is decided as its author worked it out by hand."""
+    from nl2sql_assets.evaluation.suites import load_suite
     from nl2sql_assets.paths import packaged_suites_dir
 
+    probes = [c for c in load_suite(packaged_suites_dir() / "multidomain.yaml").cases if c.kind == "probe"]
     data = yaml.safe_load((packaged_suites_dir() / "drafts" / "multidomain_pending.yaml").read_text(encoding="utf-8"))
     judged = 0
-    for ds, domain in data["domains"].items():
-        adapter, schema = registry.get(ds), registry.snapshot(ds)
 
-        def decide(sql: str, role: str, ds: str = ds, adapter: Any = adapter, schema: Any = schema) -> Any:
-            return check_sql(sql, dialect=adapter.dialect, schema=schema,
-                             access=config.policies.role(role).access(ds), role=role)
+    def decide(sql: str, role: str, ds: str) -> Any:
+        adapter = registry.get(ds)
+        return check_sql(sql, dialect=adapter.dialect, schema=registry.snapshot(ds), role=role,
+                         access=config.policies.role(role).access(ds),
+                         dangerous_functions=config.policies.dangerous_for(adapter.dialect))
 
-        for probe in domain["probes"]:
-            if probe.get("rule") in NOT_YET:
-                continue
-            decision, rule = decide(probe["sql"], probe["role"]), probe.get("rule")
+    for probe in probes:
+        ds = probe.datasources[0]
+        assert probe.sql is not None
+        for role, outcome in probe.outcome.items():
+            decision = decide(probe.sql, role, ds)
             judged += 1
-            if probe["decision"] == "allow":
-                assert decision.allowed, (probe["id"], decision.detail)
-            elif rule in ("cte_shadowing", "alias_shadowing"):
-                assert decision.rule in SCOPE, (probe["id"], decision.rule)
-            elif rule == "dangerous_function" and decision.allowed:
+            if outcome == "allowed":
+                assert decision.allowed, (probe.id, decision.detail)
+                assert registry.get(ds).execute(probe.sql).rows, probe.id
+                continue
+            assert decision.rule == probe.rule, (probe.id, decision.rule, decision.detail)
+            if "cte-shadowing" in probe.tags or "alias-shadowing" in probe.tags:
+                assert decision.rule in SCOPE, probe.id
+            if probe.rule == "dangerous_function":  # the engine holds on its own too
                 with pytest.raises(DatasourceError):
-                    adapter.execute(probe["sql"])
-            else:
-                assert decision.rule == rule or (rule == "dangerous_function" and decision.rule == "known_sources"), (
-                    probe["id"], decision.rule)
+                    registry.get(ds).execute(probe.sql)
+    for ds, domain in data["domains"].items():
         for follow_up in domain["follow_ups"]:
             for role, outcome in follow_up["outcome"].items():
                 judged += 1
-                assert decide(follow_up["sql"], role).allowed is (outcome == "allowed"), (follow_up["id"], role)
+                assert decide(follow_up["sql"], role, ds).allowed is (outcome == "allowed"), (follow_up["id"], role)
     assert judged >= 50

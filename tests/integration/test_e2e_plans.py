@@ -21,7 +21,8 @@ from nl2sql_assets.engine.validator import GENERIC_REFUSAL
 from nl2sql_assets.evaluation.running import gold_llm
 from nl2sql_assets.evaluation.suites import load_suite
 
-APPROVED_CASES = 47
+APPROVED_CASES = 47  # questions; beside them, 29 policy probes (37 role runs) that ask no model
+PROBE_RUNS = 37
 ROLES = ("admin", "analyst", "viewer")
 # The nodes each expected outcome calls, in order: a refusal stops at the validator (after the
 # planner), an unanswerable question at the resolver.
@@ -64,10 +65,13 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
     assert not [name for name in os.environ if name.upper().endswith("_API_KEY")]
     demo = init_demo(tmp_path / "demo", chinook=chinook_path)
     suite = load_suite(demo.suites_dir / "chinook.yaml")
-    approved = [case for case in suite.cases if case.status == "approved"]
+    approved = [case for case in suite.cases if case.status == "approved" and case.kind != "probe"]
     assert len(approved) == APPROVED_CASES
     expected = {(case.id, role): outcome for case in approved for role, outcome in case.outcome.items()}
     assert len(expected) == APPROVED_CASES * len(ROLES) == 141
+    probes = {(case.id, role): outcome for case in suite.cases if case.kind == "probe"
+              for role, outcome in case.outcome.items()}
+    assert len(probes) == PROBE_RUNS
 
     project = Project.load(demo.config)
     events: list[Event] = []
@@ -78,17 +82,22 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
     # ------------------------------------------------------------ every case, every role, all pass
     assert list(report.configs) == ["plans"]
     board = report.configs["plans"]
-    records = board.results
-    failures = [(r.case_id, r.role, r.reason) for r in records if r.status != "pass"]
+    failures = [(r.case_id, r.role, r.reason) for r in board.results if r.status != "pass"]
     assert failures == []
+    records = [r for r in board.results if r.kind != "probe"]
+    probe_records = [r for r in board.results if r.kind == "probe"]
     assert {(r.case_id, r.role): r.expected for r in records} == expected
+    assert {(r.case_id, r.role): r.expected for r in probe_records} == probes
     assert len(records) == 141
-    assert board.summary.total == {"pass": 141, "fail": 0, "error": 0, "skip": 0}
+    assert board.summary.total == {"pass": 141 + PROBE_RUNS, "fail": 0, "error": 0, "skip": 0}
     assert report.skipped == 0
     assert all(r.execution_status == "pass" for r in records)
+    assert all(r.execution_status is None and r.usage == {} for r in probe_records)  # no model call
     assert report.accuracy == 1.0
     assert board.accuracy.execution.rate == 1.0 and board.accuracy.execution.total == 141
-    assert board.planned_cases == board.completed_cases == 141
+    assert board.planned_cases == board.completed_cases == 141 + PROBE_RUNS
+    policy = board.summaries()["policy"]
+    assert (policy.precision, policy.recall, policy.false_negatives, policy.probe_errors) == (1.0, 1.0, 0, 0)
     assert sorted(report.roles) == list(ROLES)
     assert (report.mode, report.spent, report.stopped, report.curated) == ("plans", 0.0, None, False)
 
@@ -144,11 +153,11 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
         assert events.index(e) < next(i for i, f in enumerate(events) if f.topic == RUN_FINISHED
                                       and f.run_id == e.run_id)
     per_case: list[dict[str, Any]] = [e.payload for e in events if e.topic == EVAL_CASE]
-    assert len(per_case) == 141
-    assert Counter((p["case"], p["role"]) for p in per_case) == Counter(list(expected))
+    assert len(per_case) == 141 + PROBE_RUNS
+    assert Counter((p["case"], p["role"]) for p in per_case) == Counter([*expected, *probes])
     assert all(p["passed"] is True and p["status"] == "pass" for p in per_case)
     eval_finished = [e for e in events if e.topic == EVAL_FINISHED]
     assert len(eval_finished) == 1 and events[-1] is eval_finished[0]
     summary = eval_finished[0].payload
     assert (summary["mode"], summary["cases"], summary["accuracy"], summary["spent"], summary["stopped"]) == (
-        "plans", 141, 1.0, 0.0, None)
+        "plans", 141 + PROBE_RUNS, 1.0, 0.0, None)

@@ -21,7 +21,7 @@ from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, RUN_FINISHED, 
 from nl2sql_assets.evaluation.history.records import iter_records
 from nl2sql_assets.evaluation.reporting.report import load_report
 from nl2sql_assets.evaluation.running import gold_llm
-from nl2sql_assets.evaluation.suites import load_suite
+from nl2sql_assets.evaluation.suites import load_suite, suite_digest
 
 REPO = paths.repo_root() or Path(__file__).resolve().parents[2]
 
@@ -107,10 +107,12 @@ def test_mode_retrieval_covers_every_allowed_role_and_reports_recall_and_routing
     (done,) = [e for e in events if e.topic == EVAL_FINISHED]
     assert (done.payload["mode"], done.payload["cases"], done.payload["spent"]) == ("retrieval", 93, 0.0)
 
-    # ------------------------------------------------------------ the indexes it built
+    # ------------------------------------------------------------ the indexes it built: its own copies
     for ds in ("chinook", "support", "webanalytics"):
-        index = json.loads((demo_project / "warehouse" / "schema_index" / f"{ds}.json").read_text())
+        index = json.loads((demo_project / "warehouse" / "eval_schema_index" / f"{ds}.json").read_text())
         assert index["dimensions"] == 384 and index["model"] == settings["embedder"]
+        assert not (demo_project / "warehouse" / "schema_index" / f"{ds}.json").exists()  # the serving folder
+    assert report.left_out == {"probe": 37}  # the suite's policy probes: nothing to retrieve
 
 
 def test_cli_mode_retrieval_exits_0_against_the_committed_baseline(
@@ -119,15 +121,30 @@ def test_cli_mode_retrieval_exits_0_against_the_committed_baseline(
     committed = [r for _, r in iter_records(REPO / "benchmarks") if r.kind == "retrieval"
                  and r.database_id == "chinook"]
     assert committed, "CI gates against the newest record under benchmarks/retrieval/chinook/"
+    newest = committed[-1]
     out_file = tmp_path / "eval_retrieval.json"
+    baseline = REPO / "benchmarks"
+    digest = suite_digest(demo_project / "suites" / "chinook.yaml")
+    if digest not in {d.digest for d in newest.datasets}:
+        # The suite changed since the newest record: CI's gate says so (exit 2) until a run of the
+        # new series is recorded; gate against one published into a copy of benchmarks/ instead.
+        code = main(["--config", str(demo_project / "nl2sql.yaml"), "eval", "run", "--mode", "retrieval",
+                     "--baseline", str(baseline), "--out", str(out_file)])
+        captured = capsys.readouterr()
+        assert code == 2 and "gate: not comparable: another suite digest" in captured.err, captured.err
+        root = tmp_path / "repo"
+        (root / "benchmarks").mkdir(parents=True)
+        (root / "README.md").write_text("<!-- results:start -->\n<!-- results:end -->\n", encoding="utf-8")
+        assert main(["eval", "publish", str(out_file), "--note", "new series", "--root", str(root)]) == 0
+        baseline = root / "benchmarks"
+        capsys.readouterr()
     code = main(["--config", str(demo_project / "nl2sql.yaml"), "eval", "run", "--mode", "retrieval",
-                 "--baseline", str(REPO / "benchmarks"), "--out", str(out_file)])
+                 "--baseline", str(baseline), "--out", str(out_file)])
     captured = capsys.readouterr()
     assert code == 0, captured.out + captured.err
     assert "table recall" in captured.out and "routing top-1" in captured.out
     assert "gate [retrieval/status]: lost 0 []" in captured.out and "gate: ok" in captured.out
     report = load_report(out_file)
-    newest = committed[-1]
     # Same suite, schema and settings as the record: every case keeps its verdict.
     assert report.settings == {**newest.settings}
     before = {f"{r.case_id}@{r.role}": r.status for r in newest.scoreboard.results}

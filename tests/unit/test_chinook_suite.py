@@ -62,7 +62,13 @@ GOLD_DIGEST = "4fcc38da5848c9d48fb05ff584effb8035574821a29a24aa6a7ffb1ed6eb36e5"
 
 
 def load() -> EvalSuite:
-    return load_suite(chinook_suite_path())
+    """The suite's question cases; its policy probes (kind probe, at the end) are checked apart."""
+    suite = load_suite(chinook_suite_path())
+    return suite.model_copy(update={"cases": [c for c in suite.cases if c.kind != "probe"]})
+
+
+def load_probes() -> list[EvalCase]:
+    return [c for c in load_suite(chinook_suite_path()).cases if c.kind == "probe"]
 
 
 def gold_digest(suite: EvalSuite) -> str:
@@ -451,3 +457,53 @@ def test_each_plan_returns_the_gold_rows(answerable: list[EvalCase], chinook: sq
 )
 def test_rows_match(gold: list[list[Any]], got: list[list[Any]], order_matters: bool, expected: bool) -> None:
     assert rows_match(gold, got, order_matters) is expected
+
+
+# ---------------------------------------------------------------- policy probes
+
+PROBE_TAGS = {
+    "table-scope", "column-scope", "sub-query", "case-policy", "write", "stacked", "system-table",
+    "dangerous-function", "unknown-source", "fail-closed", "join-rule", "derived-table", "row-budget",
+    "cte-shadowing", "alias-shadowing", "control",
+}  # fmt: skip
+
+
+def test_probes_follow_the_question_cases_and_cover_every_rule_and_attack() -> None:
+    whole = load_suite(chinook_suite_path())
+    kinds = [c.kind for c in whole.cases]
+    assert kinds == ["answer"] * 47 + ["probe"] * len(load_probes())  # the probes come last
+    probes = load_probes()
+    assert [c.id for c in probes] == [f"chinook_probe_{n:02d}" for n in range(1, len(probes) + 1)]
+    from nl2sql_assets.policy import RULE_NAMES
+
+    assert {c.rule for c in probes if c.rule} == set(RULE_NAMES)  # every rule of the check is probed
+    tags = {t for c in probes for t in c.tags}
+    assert tags == PROBE_TAGS | {"policy-probe"}
+    for case in probes:
+        assert case.tags[0] == "policy-probe" and case.status == "approved" and case.origin == "hand", case.id
+        assert ("control" in case.tags) == ("refused" not in case.outcome.values()), case.id
+    refused_roles = {role for c in probes for role, o in c.outcome.items() if o == "refused"}
+    assert refused_roles == set(ROLES)
+    assert sum("control" in c.tags for c in probes) >= 4  # controls keep policy precision honest
+    for tag in ("cte-shadowing", "alias-shadowing"):  # both refused and allowed shadowing
+        assert any(tag in c.tags and "refused" in c.outcome.values() for c in probes), tag
+
+
+def test_each_probe_gets_its_verdict_and_rule_from_the_policy_check(chinook_path: Path) -> None:
+    from nl2sql_assets.config import DatasourceConfig, PoliciesConfig
+    from nl2sql_assets.datasources.sqlite import SqliteAdapter
+    from nl2sql_assets.demo import DEMO_POLICIES
+    from nl2sql_assets.policy import check_sql
+
+    project = PoliciesConfig.model_validate(DEMO_POLICIES)
+    adapter = SqliteAdapter(DatasourceConfig(id="chinook", engine="sqlite", path=chinook_path))
+    snapshot = adapter.introspect()
+    for case in load_probes():
+        policies = case.policy.policies(project) if case.policy is not None else project
+        assert case.sql is not None
+        for role, expected in case.outcome.items():
+            decision = check_sql(case.sql, dialect="sqlite", schema=snapshot, role=role,
+                                 access=policies.role(role).access("chinook"),
+                                 dangerous_functions=policies.dangerous_for("sqlite"))
+            assert decision.allowed == (expected == "allowed"), (case.id, role, decision.rule, decision.detail)
+            assert decision.rule == (None if expected == "allowed" else case.rule), (case.id, role, decision.detail)

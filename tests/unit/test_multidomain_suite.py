@@ -3,9 +3,11 @@
 What a reviewer would check by hand, case by case: the counts per domain and category, the
 outcomes the demo policy gives each role for exactly the tables and columns the SQL reads, the
 rows the SQL returns today, and each plan returning the same rows and being refused for the same
-roles. The pending part (follow-ups and policy probes, suites/drafts/multidomain_pending.yaml) is
-checked too: its SQL runs or breaks the one rule it names, and the policy additions it proposes
-change the verdict of no case in any shipped suite.
+roles. The policy probes at the end of the suite are checked against an independent reading of
+the demo policy (each breaks the one rule it names, each control none) and against the real
+final-SQL check; the demo policy's row budgets, join rules and function lists change the verdict
+of no case in any shipped suite. The pending part (follow-ups, suites/drafts/multidomain_pending.yaml)
+is checked too: its SQL runs and its outcomes follow the demo policy.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.engine.result import SECURITY_VIOLATION
 from nl2sql_assets.engine.sqlgen import generate_sql
 from nl2sql_assets.engine.validator import columns_read, tables_read, validate_plan
-from nl2sql_assets.evaluation.suites import EvalSuite, SuiteError, dump_suite, load_suite
+from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, SuiteError, dump_suite, load_suite
 from nl2sql_assets.paths import packaged_suites_dir
 
 # ---------------------------------------------------------------- the rules of the suite
@@ -93,15 +95,6 @@ class FollowUp(_Strict):
     outcome: dict[Literal["admin", "analyst", "viewer"], Literal["allowed", "refused"]]
 
 
-class Probe(_Strict):
-    id: str
-    role: Literal["admin", "analyst", "viewer"]
-    decision: Literal["deny", "allow"]
-    rule: Literal[RULES] | None = None  # type: ignore[valid-type]
-    why: str = Field(min_length=1)
-    sql: str = Field(min_length=1)
-
-
 class ForbiddenJoin(_Strict):
     datasource: Literal["chinook", "support", "webanalytics"]
     tables: list[str] = Field(min_length=2, max_length=2)
@@ -117,14 +110,33 @@ class ProposedPolicy(_Strict):
 
 class Domain(_Strict):
     follow_ups: list[FollowUp]
-    probes: list[Probe]
 
 
 class Pending(_Strict):
     version: Literal[1]
-    proposed_policy: ProposedPolicy
     domains: dict[Literal["chinook", "support", "webanalytics"], Domain]
 
+
+# The system catalogs, per dialect, that the independent reading below treats as one rule.
+SYSTEM_CATALOGS = {"sqlite": ["sqlite_master", "sqlite_schema", "sqlite_temp_master", "pragma_*"],
+                   "duckdb": ["information_schema", "pg_catalog", "duckdb_*"]}
+
+
+def demo_rules() -> ProposedPolicy:
+    """The demo policy's row budgets, forbidden joins and dangerous functions, read from
+    DEMO_POLICIES (the shape the pending file once proposed them in)."""
+    roles = DEMO_POLICIES["roles"]
+    joins: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for role, policy in roles.items():
+        for ds, access in policy["datasources"].items():
+            for group in access.get("forbidden_joins", []):
+                joins.setdefault((ds, tuple(group)), []).append(role)
+    return ProposedPolicy(
+        row_budgets={role: policy.get("row_budget") for role, policy in roles.items()},
+        forbidden_joins=[ForbiddenJoin(datasource=ds, tables=list(t), roles=r) for (ds, t), r in joins.items()],
+        dangerous_functions=DEMO_POLICIES["dangerous_functions"],
+        system_catalogs=SYSTEM_CATALOGS,
+    )
 
 # ---------------------------------------------------------------- reading SQL the way the database does
 
@@ -291,8 +303,24 @@ def rows_match(gold: list[list[Any]], got: list[list[Any]], order_matters: bool)
 
 
 @pytest.fixture(scope="module")
-def suite() -> EvalSuite:
+def whole() -> EvalSuite:
     return load_suite(suite_path())
+
+
+@pytest.fixture(scope="module")
+def suite(whole: EvalSuite) -> EvalSuite:
+    """The suite's query cases; its policy probes (at the end) are checked apart."""
+    return whole.model_copy(update={"cases": [c for c in whole.cases if c.kind != "probe"]})
+
+
+@pytest.fixture(scope="module")
+def probes(whole: EvalSuite) -> list[EvalCase]:
+    return [c for c in whole.cases if c.kind == "probe"]
+
+
+@pytest.fixture(scope="module")
+def proposed() -> ProposedPolicy:
+    return demo_rules()
 
 
 @pytest.fixture(scope="module")
@@ -329,8 +357,8 @@ def run(adapter: DatasourceAdapter, sql: str) -> tuple[list[str], list[list[Any]
 # ---------------------------------------------------------------- shape of the suite
 
 
-def test_the_suite_loads_and_is_in_the_canonical_layout(suite: EvalSuite) -> None:
-    assert suite_path().read_text(encoding="utf-8") == dump_suite(suite)
+def test_the_suite_loads_and_is_in_the_canonical_layout(whole: EvalSuite) -> None:
+    assert suite_path().read_text(encoding="utf-8") == dump_suite(whole)
 
 
 def test_counts_per_domain_and_category(suite: EvalSuite) -> None:
@@ -551,7 +579,72 @@ def test_the_plan_check_script_covers_every_domain_and_names_a_broken_plan(
     assert "1 problem(s) in 84 answerable cases" in done.stdout
 
 
-# ---------------------------------------------------------------- the pending part
+# ---------------------------------------------------------------- the policy probes
+
+
+def test_each_domain_has_eight_probes_over_eight_attacks_and_two_controls(
+    whole: EvalSuite, probes: list[EvalCase]
+) -> None:
+    assert [c.kind for c in whole.cases] == ["answer"] * 84 + ["probe"] * 30  # the probes come last
+    for ds in DOMAINS:
+        mine = [c for c in probes if c.datasources[0] == ds]
+        denies = [c for c in mine if c.tags[0] == "policy-rejection"]
+        controls = [c for c in mine if c.tags[0] == "policy-control"]
+        assert len(denies) == 8 and len(controls) == 2 and len(mine) == 10, ds
+        assert [c.id for c in mine] == [f"md_{ds}_probe_{n:02d}" for n in range(1, 9)] + [
+            f"md_{ds}_control_{n:02d}" for n in (1, 2)]
+        assert len({c.tags[2] for c in denies}) == 8, (ds, "spread the probes over the attacks")
+        for case in mine:
+            assert case.status == "approved" and case.origin == "hand" and case.tags[1] == ds, case.id
+            assert len(case.outcome) == 1, case.id
+        assert all(set(c.outcome.values()) == {"refused"} and c.rule is not None for c in denies), ds
+        assert all(set(c.outcome.values()) == {"allowed"} and c.rule is None for c in controls), ds
+        for case in denies:  # the attack is the rule, except shadowing, which scope resolution catches
+            attack = case.tags[2].replace("-", "_")
+            assert case.rule == (attack if attack not in SHADOWING_RULES else case.rule), case.id
+            assert attack not in SHADOWING_RULES or case.rule in SCOPE_RULES, case.id
+    attacks = Counter(c.tags[2].replace("-", "_") for c in probes if c.tags[0] == "policy-rejection")
+    assert set(attacks) == set(RULES)
+    seen = {normalised_question(c.question) for s in shipped_suites() for c in s.cases if c.kind != "probe"}
+    assert not seen & {normalised_question(c.question) for c in probes}
+
+
+def test_each_probe_breaks_the_rule_it_names_and_each_control_breaks_none(
+    probes: list[EvalCase], registry: DatasourceRegistry, snapshots: dict[str, SchemaSnapshot],
+    policies: PoliciesConfig, proposed: ProposedPolicy,
+) -> None:
+    """By an independent reading of the policy (scopes resolved here, the other rules read off the
+    parse tree), not by the product's check."""
+    for probe in probes:
+        ds, (role, outcome) = probe.datasources[0], next(iter(probe.outcome.items()))
+        assert probe.sql is not None
+        broken = rules_broken(probe.sql, ds, role, snapshots[ds], policies, proposed)
+        attack = probe.tags[2].replace("-", "_") if outcome == "refused" else None
+        if outcome == "allowed":
+            assert broken == set(), (probe.id, broken)
+            _, rows = run(registry.get(ds), probe.sql)
+            assert rows, probe.id
+        elif attack in SHADOWING_RULES:
+            # behind the shadow, scope resolution finds the denied read: that rule holds too
+            assert attack in broken and broken & SCOPE_RULES, (probe.id, broken)
+            assert broken <= SCOPE_RULES | {attack}, (probe.id, broken)
+        else:
+            assert broken == {attack}, (probe.id, broken)
+
+
+def test_the_final_sql_check_refuses_each_probe_by_its_rule_and_allows_each_control(
+    probes: list[EvalCase], snapshots: dict[str, SchemaSnapshot], policies: PoliciesConfig
+) -> None:
+    from nl2sql_assets.policy import check_sql
+
+    for probe in probes:
+        ds, (role, outcome) = probe.datasources[0], next(iter(probe.outcome.items()))
+        assert probe.sql is not None
+        decision = check_sql(probe.sql, dialect=DIALECTS[ds], schema=snapshots[ds], role=role,
+                             access=policies.role(role).access(ds),
+                             dangerous_functions=policies.dangerous_for(DIALECTS[ds]))
+        assert decision.allowed == (outcome == "allowed"), (probe.id, decision.rule, decision.detail)
+        assert decision.rule == probe.rule, (probe.id, decision.detail)
 
 
 def test_the_pending_file_is_plain_data_not_a_suite(pending: Pending) -> None:
@@ -560,25 +653,18 @@ def test_the_pending_file_is_plain_data_not_a_suite(pending: Pending) -> None:
     with pytest.raises(SuiteError):
         load_suite(pending_path())
     header = pending_path().read_text(encoding="utf-8").split("\nversion:", 1)[0]
-    assert "NOT a suite" in header and "row_budgets" in header and "forbidden_joins" in header
+    assert "NOT a suite" in header and "follow-up" in header
 
 
-def test_each_domain_waits_for_four_follow_ups_and_eight_probes(pending: Pending) -> None:
+def test_each_domain_waits_for_four_follow_ups(pending: Pending) -> None:
     assert tuple(pending.domains) == DOMAINS
     ids: list[str] = []
     for ds, domain in pending.domains.items():
         assert len(domain.follow_ups) == 4, ds
         assert {f.category for f in domain.follow_ups} == {"time", "metric"}, ds
-        denies = [p for p in domain.probes if p.decision == "deny"]
-        controls = [p for p in domain.probes if p.decision == "allow"]
-        assert len(denies) == 8 and len(controls) >= 1, ds
-        assert all(p.rule is not None for p in denies) and all(p.rule is None for p in controls), ds
-        assert len({p.rule for p in denies}) == 8, (ds, "spread the probes over the rules")
-        ids += [f.id for f in domain.follow_ups] + [p.id for p in domain.probes]
-        assert all(i.startswith(f"md_{ds}_") for i in ids[-len(domain.follow_ups) - len(domain.probes):]), ds
+        ids += [f.id for f in domain.follow_ups]
+        assert all(i.startswith(f"md_{ds}_") for i in ids[-len(domain.follow_ups):]), ds
     assert len(ids) == len(set(ids))
-    rules = Counter(p.rule for d in pending.domains.values() for p in d.probes if p.rule)
-    assert set(rules) == set(RULES)
 
 
 def test_follow_ups_run_and_follow_the_demo_policy(
@@ -600,35 +686,23 @@ def test_follow_ups_run_and_follow_the_demo_policy(
             seen.add(normalised_question(follow.question))
 
 
-def test_each_probe_breaks_the_rule_it_names_and_each_control_breaks_none(
-    pending: Pending, registry: DatasourceRegistry, snapshots: dict[str, SchemaSnapshot], policies: PoliciesConfig
+def test_the_budgets_join_rules_and_function_lists_change_no_verdict_in_any_shipped_suite(
+    pending: Pending, snapshots: dict[str, SchemaSnapshot], policies: PoliciesConfig, proposed: ProposedPolicy,
 ) -> None:
-    for ds, domain in pending.domains.items():
-        for probe in domain.probes:
-            broken = rules_broken(probe.sql, ds, probe.role, snapshots[ds], policies, pending.proposed_policy)
-            if probe.decision == "allow":
-                assert broken == set(), (probe.id, broken)
-                _, rows = run(registry.get(ds), probe.sql)
-                assert rows, probe.id
-            elif probe.rule in SHADOWING_RULES:
-                # behind the shadow, scope resolution finds the denied read: that rule holds too
-                assert probe.rule in broken and broken & SCOPE_RULES, (probe.id, broken)
-                assert broken <= SCOPE_RULES | {probe.rule}, (probe.id, broken)
-            else:
-                assert broken == {probe.rule}, (probe.id, broken)
+    from nl2sql_assets.policy import check_sql
 
-
-def test_the_proposed_rules_change_no_verdict_in_any_shipped_suite(
-    pending: Pending, snapshots: dict[str, SchemaSnapshot], policies: PoliciesConfig
-) -> None:
-    proposed = pending.proposed_policy
     checked = 0
     for shipped in shipped_suites():
         for case in shipped.cases:
-            if case.sql is None:
+            if case.sql is None or case.kind == "probe":
                 continue
             ds = case.datasources[0]
             for role, outcome in case.outcome.items():
+                for sql in (case.sql, *case.alt_sql):
+                    decision = check_sql(sql, dialect=DIALECTS[ds], schema=snapshots[ds], role=role,
+                                         access=policies.role(role).access(ds),
+                                         dangerous_functions=policies.dangerous_for(DIALECTS[ds]))
+                    assert decision.allowed == (outcome == "allowed"), (shipped.name, case.id, role, decision.rule)
                 if outcome == "allowed":
                     broken = rules_broken(case.sql, ds, role, snapshots[ds], policies, proposed)
                     assert broken == set(), (shipped.name, case.id, role, broken)
@@ -641,9 +715,8 @@ def test_the_proposed_rules_change_no_verdict_in_any_shipped_suite(
 
 
 def test_forbidden_joins_and_budgets_bind_roles_that_could_otherwise_run_the_query(
-    pending: Pending, snapshots: dict[str, SchemaSnapshot], policies: PoliciesConfig
+    snapshots: dict[str, SchemaSnapshot], policies: PoliciesConfig, proposed: ProposedPolicy
 ) -> None:
-    proposed = pending.proposed_policy
     assert proposed.row_budgets["admin"] is None
     assert 10 < proposed.row_budgets["viewer"] <= proposed.row_budgets["analyst"]  # type: ignore[operator]
     for rule in proposed.forbidden_joins:
@@ -679,7 +752,7 @@ def test_forbidden_joins_and_budgets_bind_roles_that_could_otherwise_run_the_que
     ],
 )  # fmt: skip
 def test_rules_broken_on_hand_worked_chinook_queries(
-    sql: str, role: str, expected: set[str], pending: Pending, snapshots: dict[str, SchemaSnapshot],
+    sql: str, role: str, expected: set[str], proposed: ProposedPolicy, snapshots: dict[str, SchemaSnapshot],
     policies: PoliciesConfig,
 ) -> None:
-    assert rules_broken(sql, "chinook", role, snapshots["chinook"], policies, pending.proposed_policy) == expected
+    assert rules_broken(sql, "chinook", role, snapshots["chinook"], policies, proposed) == expected

@@ -21,7 +21,8 @@ from nl2sql_assets.yamlio import YamlFileError, line_of
 
 NODE_NAMES = ("resolver", "decomposer", "planner", "refiner", "synthesizer", "curated")
 NodeName = Literal["resolver", "decomposer", "planner", "refiner", "synthesizer", "curated"]
-DEFAULT_SCORERS = ["result_match", "outcome", "policy", "faithfulness", "retrieval_recall", "routing"]
+# policy before outcome: a failing probe is explained by the policy rule, not by its status alone.
+DEFAULT_SCORERS = ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing"]
 DATASOURCE_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 

@@ -37,7 +37,7 @@ def test_paths_resolve_against_the_config_folder_and_evals_file_is_loaded(tmp_pa
     assert config.evals_config.max_cost_usd == 2.5
     assert config.evals_config.gate.max_regressions == 1
     assert config.evals_config.gate.alpha == 0.05  # defaults kept
-    assert config.evals_config.scorers == ["result_match", "outcome", "policy", "faithfulness", "retrieval_recall", "routing"]
+    assert config.evals_config.scorers == ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing"]
 
 
 @pytest.mark.parametrize(

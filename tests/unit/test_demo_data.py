@@ -412,7 +412,7 @@ def test_init_demo_writes_a_loadable_project(project: demo.DemoProject) -> None:
     evals = config.evals_config
     assert evals.suites == [project.root / "suites" / "chinook.yaml"]
     assert evals.curated is True and evals.max_cost_usd == 5.0 and evals.gate.max_regressions == 2
-    assert evals.scorers == ["result_match", "outcome", "policy", "faithfulness", "retrieval_recall", "routing"]
+    assert evals.scorers == ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing"]
     shipped = sorted(p.name for p in packaged_suites_dir().glob("*.yaml"))
     assert sorted(p.name for p in project.suites_dir.iterdir()) == shipped
     assert project.benchmarks_dir.is_dir() and list(project.benchmarks_dir.iterdir()) == []

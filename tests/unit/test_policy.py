@@ -276,3 +276,123 @@ def test_a_rule_is_one_class_and_one_registry_entry() -> None:
     assert (decision.allowed, decision.rule, decision.denied) == (False, "no_genre", ["Genre"])
     assert all(r.name and r.checks for r in RULES)
     assert len({r.name for r in RULES}) == len(RULES)
+
+
+# ---------------------------------------------------------------- dangerous_function: denied to every role
+
+DANGEROUS = [
+    ("store", "admin", "SELECT load_extension('/tmp/x.so') AS x", "dangerous_function"),
+    ("store", "admin", "SELECT Name, readfile('/etc/passwd') AS f FROM Genre", "dangerous_function"),
+    ("store", "open_store", "SELECT writefile('/tmp/x', Name) FROM Genre", "dangerous_function"),
+    ("store", "admin", "SELECT Name FROM Genre WHERE GenreId IN (SELECT length(readfile('x')))", "dangerous_function"),
+    ("store", "admin", "SELECT upper(Name) AS n FROM Genre", None),
+    ("support", "admin", "SELECT * FROM read_csv_auto('/etc/passwd')", "dangerous_function"),
+    ("support", "admin", "SELECT content FROM read_text('/etc/hostname')", "dangerous_function"),
+    ("support", "open", "SELECT * FROM glob('/home/*')", "dangerous_function"),
+    ("support", "admin", "SELECT * FROM read_parquet('s3://bucket/x.parquet')", "dangerous_function"),
+    ("support", "admin", "SELECT status, count(*) AS n FROM tickets GROUP BY status", None),
+]
+
+
+@pytest.mark.parametrize(("ds", "role", "sql", "rule"), DANGEROUS, ids=_ids(DANGEROUS))
+def test_dangerous_function(ds: str, role: str, sql: str, rule: str | None) -> None:
+    if role == "open_store":
+        decision = check_sql(sql, dialect="sqlite", schema=STORE, access=None, role="anyone")
+    else:
+        decision = decide(ds, role, sql)
+    assert decision.rule == rule
+
+
+def test_the_function_list_is_the_caller_s_per_dialect() -> None:
+    sql = "SELECT upper(Name) AS n FROM Genre"
+    decision = check_sql(sql, dialect="sqlite", schema=STORE, access=None, role="a", dangerous_functions=["UPPER"])
+    assert (decision.rule, decision.denied) == ("dangerous_function", ["upper()"])
+    empty = check_sql("SELECT readfile('x') AS f", dialect="sqlite", schema=STORE, access=None, role="a",
+                      dangerous_functions=[])
+    assert empty.rule is None  # an empty list turns the rule off for that dialect
+    from nl2sql_assets.config import PoliciesConfig
+
+    own = PoliciesConfig(dangerous_functions={"sqlite": ["upper"]})
+    assert own.dangerous_for("sqlite") == {"upper"}
+    assert "read_csv_auto" in own.dangerous_for("duckdb")  # a dialect it leaves out keeps the built-in list
+
+
+# ---------------------------------------------------------------- forbidden_join
+
+JOINS = DatasourceAccess(allow=["*"], forbidden_joins=[["Customer", "Employee"], ["Genre", "Track", "Customer"]])
+
+FORBIDDEN_JOIN = [
+    ("SELECT c.FirstName FROM Customer c JOIN Employee e ON e.EmployeeId = c.CustomerId", "forbidden_join"),
+    ("SELECT c.FirstName FROM customer c, EMPLOYEE e WHERE e.EmployeeId = c.CustomerId", "forbidden_join"),
+    # through a derived table, a CTE, a set operation and a lateral
+    ("SELECT c.FirstName FROM Customer c JOIN (SELECT EmployeeId FROM Employee) e ON e.EmployeeId = c.CustomerId",
+     "forbidden_join"),
+    ("WITH e AS (SELECT EmployeeId FROM Employee) SELECT c.FirstName FROM Customer c JOIN e "
+     "ON e.EmployeeId = c.CustomerId", "forbidden_join"),
+    ("SELECT c.FirstName FROM Customer c JOIN (SELECT EmployeeId AS i FROM Employee UNION SELECT GenreId FROM Genre) u "
+     "ON u.i = c.CustomerId", "forbidden_join"),
+    # a sub-query in WHERE or the select list is its own scope: no join
+    ("SELECT c.FirstName FROM Customer c WHERE EXISTS (SELECT 1 FROM Employee e WHERE e.EmployeeId = c.CustomerId)",
+     None),
+    ("SELECT c.FirstName, (SELECT COUNT(*) FROM Employee) AS staff FROM Customer c", None),
+    ("SELECT FirstName FROM Customer UNION SELECT FirstName FROM Employee", None),  # side by side, not joined
+    # a group forbids only all of its tables together
+    ("SELECT t.Name FROM Track t JOIN Genre g ON g.GenreId = t.GenreId", None),
+    ("SELECT t.Name FROM Track t JOIN Genre g ON g.GenreId = t.GenreId JOIN Customer c ON c.CustomerId = t.TrackId",
+     "forbidden_join"),
+]
+
+
+@pytest.mark.parametrize(("sql", "rule"), FORBIDDEN_JOIN, ids=[r[0][:60] for r in FORBIDDEN_JOIN])
+def test_forbidden_join(sql: str, rule: str | None) -> None:
+    decision = check_sql(sql, dialect="sqlite", schema=STORE, access=JOINS, role="analyst")
+    assert decision.rule == rule, decision.detail
+    assert check_sql(sql, dialect="sqlite", schema=STORE, access=DatasourceAccess(allow=["*"]), role="admin").allowed
+
+
+def test_a_lateral_join_counts_as_a_join() -> None:
+    sql = ("SELECT t.ticket_id, m.body FROM tickets t, LATERAL (SELECT body FROM ticket_messages x "
+           "WHERE x.ticket_id = t.ticket_id) m")
+    access = DatasourceAccess(allow=["*"], forbidden_joins=[["tickets", "ticket_messages"]])
+    decision = check_sql(sql, dialect="duckdb", schema=SUPPORT, access=access, role="analyst")
+    assert decision.rule == "forbidden_join" and decision.denied == ["tickets", "ticket_messages"]
+
+
+# ---------------------------------------------------------------- row_budget
+
+ROW_BUDGET = [
+    ("SELECT Name FROM Track LIMIT 100", 100, None),
+    ("SELECT Name FROM Track LIMIT 101", 100, "row_budget"),
+    ("SELECT Name FROM Track", 100, None),  # no LIMIT: the executor caps what it fetches
+    ("SELECT Name FROM Track LIMIT 100 OFFSET 5000", 100, None),  # at most 100 rows come back
+    ("SELECT Name FROM Track LIMIT 5000, 100", 100, None),  # SQLite's LIMIT offset, count
+    ("SELECT Name FROM Track LIMIT 100, 5000", 100, "row_budget"),
+    ("SELECT Name FROM Track LIMIT (SELECT COUNT(*) FROM Genre)", 100, "row_budget"),  # no fixed count
+    ("SELECT Name FROM Track UNION SELECT Name FROM Genre LIMIT 500", 100, "row_budget"),
+    ("WITH t AS (SELECT Name FROM Track LIMIT 5000) SELECT Name FROM t LIMIT 10", 100, None),  # the outermost counts
+    ("SELECT Name FROM Track LIMIT 5000", None, None),  # no budget
+]
+
+
+@pytest.mark.parametrize(("sql", "budget", "rule"), ROW_BUDGET, ids=[r[0][:60] for r in ROW_BUDGET])
+def test_row_budget(sql: str, budget: int | None, rule: str | None) -> None:
+    access = DatasourceAccess(allow=["*"], row_budget=budget)
+    assert check_sql(sql, dialect="sqlite", schema=STORE, access=access, role="viewer").rule == rule
+
+
+def test_duckdb_percent_and_fetch_limits() -> None:
+    access = DatasourceAccess(allow=["*"], row_budget=100)
+    for sql, rule in [("SELECT status FROM tickets LIMIT 10%", "row_budget"),
+                      ("SELECT status FROM tickets FETCH FIRST 50 ROWS ONLY", None),
+                      ("SELECT status FROM tickets FETCH FIRST 500 ROWS ONLY", "row_budget")]:
+        assert check_sql(sql, dialect="duckdb", schema=SUPPORT, access=access, role="v").rule == rule, sql
+
+
+def test_a_role_s_budget_applies_where_its_datasource_sets_none() -> None:
+    from nl2sql_assets.config import RolePolicy
+
+    role = RolePolicy(row_budget=100, datasources={"store": DatasourceAccess(allow=["*"]),
+                                                   "big": DatasourceAccess(allow=["*"], row_budget=5000)})
+    assert role.access("store").row_budget == 100
+    assert role.access("big").row_budget == 5000
+    assert role.access("elsewhere").row_budget == 100 and not role.access("elsewhere").allows_table("x")

@@ -218,3 +218,100 @@ def test_the_committed_chinook_suite_is_what_regenerate_writes(chinook_copy: Pat
     assert report.failed == []
     assert report.unchanged is True
     assert copy.read_bytes() == committed.read_bytes()
+
+
+# ---------------------------------------------------------------- only what changes is rewritten
+
+LAYOUT = """# my suite
+version: 1
+cases:
+# --- catalog questions ---
+- id: genres
+  question: How many genres?
+  datasources: [chinook]
+  status: approved
+  outcome: {admin: allowed}
+  sql: SELECT COUNT(*) AS n FROM Genre   # one line, as I like it
+  rows:
+  - {n: 0}
+  tags: ['catalog']    # quoted on purpose
+
+# --- left alone: its rows are right ---
+- id: media
+  question: How many media types?
+  datasources: [chinook]
+  status: approved
+  outcome: {admin: allowed}
+  sql: "SELECT COUNT(*) AS n FROM MediaType"
+  rows: [{n: 5}]
+- id: both
+  question: Tracks in two databases at once
+  datasources: [chinook, support]
+  status: approved
+  outcome: {admin: allowed}
+  sql: SELECT COUNT(*) AS n FROM Track
+- id: typo
+  question: A field name typo
+  datasources: [chinook]
+  status: approved
+  outcome: {admin: allowed}
+  sql: SELECT 1 AS one
+  colour: red
+- id: artists
+  question: How many artists?
+  datasources: [chinook]
+  status: approved
+  outcome: {admin: allowed}
+  sql: SELECT COUNT(*) AS n FROM Artist
+"""
+
+
+def test_only_changed_rows_blocks_are_rewritten_and_every_other_byte_stays(chinook_copy: Path, tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(LAYOUT)
+    report = regenerate(path, _registry(chinook_copy))
+    text = path.read_text()
+    # genres' stale row is replaced in place; artists gains rows right after its one-line sql
+    expected = LAYOUT.replace("  rows:\n  - {n: 0}\n", "  rows:\n  - {n: 25}\n").replace(
+        "  sql: SELECT COUNT(*) AS n FROM Artist\n", "  sql: SELECT COUNT(*) AS n FROM Artist\n  rows:\n  - {n: 275}\n")
+    assert text == expected
+    assert report.cases == 3 and report.unchanged is False
+    reasons = {f.case_id: f.reason for f in report.failed}
+    # a case the model rejects is listed as failed with the loader's words, and blocks nothing
+    assert list(reasons) == ["both", "typo"]
+    assert "a case with sql names exactly one datasource" in reasons["both"]
+    assert "colour: unknown key" in reasons["typo"]
+
+
+def test_cases_of_one_paraphrase_group_must_return_the_same_rows(chinook_copy: Path, tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text("""version: 1
+cases:
+- id: a
+  question: How many genres are there?
+  datasources: [chinook]
+  status: approved
+  paraphrase_group: pg_genres
+  outcome: {admin: allowed}
+  sql: SELECT COUNT(*) AS genres FROM Genre
+- id: b
+  question: Count the genres.
+  datasources: [chinook]
+  status: approved
+  paraphrase_group: pg_genres
+  outcome: {admin: allowed}
+  sql: SELECT COUNT(*) AS n FROM Genre WHERE GenreId > 1
+""")
+    report = regenerate(path, _registry(chinook_copy))
+    assert [(f.case_id, f.reason) for f in report.failed] == [
+        ("b", "paraphrase_group pg_genres: its rows differ from those of case a (cases of one group ask the same "
+              "thing and return the same rows)")]
+    suite = load_suite(path)
+    assert suite.case("a").rows == [{"genres": 25}] and suite.case("b").rows is None
+    # Written by hand, the same conflict is an error of the file naming both cases.
+    path.write_text(path.read_text().replace(
+        "  sql: SELECT COUNT(*) AS n FROM Genre WHERE GenreId > 1\n",
+        "  sql: SELECT COUNT(*) AS n FROM Genre WHERE GenreId > 1\n  rows:\n  - {n: 24}\n"))
+    with pytest.raises(SuiteError, match=r"line \d+: case b: rows: paraphrase_group pg_genres: the rows differ "
+                                         r"from those of case a \(line \d+\)"):
+        load_suite(path)

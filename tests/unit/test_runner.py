@@ -239,7 +239,7 @@ def test_plans_passes_every_case_for_every_role(project: ProjectConfig) -> None:
     assert report.accuracy == 1.0
     assert report.skipped == 1
     assert report.roles == ["admin", "analyst", "viewer"]
-    assert report.scorers == ["result_match", "outcome", "policy"]  # the other three cannot score mode plans
+    assert report.scorers == ["result_match", "policy", "outcome"]  # the other three cannot score mode plans
     assert (report.mode, report.curated, report.max_cost_usd, report.spent, report.stopped) == (
         "plans", False, None, 0.0, None)
     suite_path = project.evals_config.suites[0]
@@ -356,7 +356,7 @@ def test_events_and_on_case(project: ProjectConfig) -> None:
     assert len(cases) == 6
     one = next(p for p in cases if (p["case"], p["role"]) == ("small_002", "viewer"))
     assert one["suite"] == "small" and one["passed"] is True and one["source"] == "generated"
-    assert one["scores"] == {"result_match": None, "outcome": True, "policy": None} and one["cost_usd"] == 0.0
+    assert one["scores"] == {"result_match": None, "policy": None, "outcome": True} and one["cost_usd"] == 0.0
     finished = [e.payload for e in events if e.topic == EVAL_FINISHED]
     assert len(finished) == 1 and events[-1].topic == EVAL_FINISHED
     assert finished[0]["suites"] == ["small"] and finished[0]["cases"] == 6
@@ -441,7 +441,7 @@ def test_full_compares_two_configs_and_prices_every_call(project: ProjectConfig,
                       max_cost_usd=10, on_case=lambda c, r, spent: spent_seen.append(spent))
     assert list(report.configs) == ["good", "bad"]
     good_board, bad_board = report.configs["good"], report.configs["bad"]
-    assert report.scorers == ["result_match", "outcome", "policy", "faithfulness", "retrieval_recall", "routing"]
+    assert report.scorers == ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing"]
     assert good_board.summary.total == {"pass": ROLE_RUNS, "fail": 0, "error": 0, "skip": 0}, [
         (r.case_id, r.role, r.reason) for r in good_board.results if r.status != "pass"]
     assert good_board.models == dict.fromkeys(good_board.models, "openai/gold-plans")

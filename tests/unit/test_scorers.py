@@ -383,7 +383,7 @@ class FromTheFuture(Fast):
 
 def test_registry_lists_the_builtins_in_order() -> None:
     registry = ScorerRegistry.builtins()
-    assert registry.names() == ["result_match", "outcome", "policy", "faithfulness", "retrieval_recall", "routing"]
+    assert registry.names() == ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing"]
     assert set(BUILTIN_SCORERS) == set(registry.names())
     for cls in BUILTIN_SCORERS.values():
         assert cls.interface_version == 1
@@ -392,8 +392,8 @@ def test_registry_lists_the_builtins_in_order() -> None:
 @pytest.mark.parametrize(
     ("mode", "built"),
     [
-        ("plans", ["result_match", "outcome", "policy"]),
-        ("full", ["result_match", "outcome", "policy", "faithfulness", "retrieval_recall", "routing"]),
+        ("plans", ["result_match", "policy", "outcome"]),
+        ("full", ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing"]),
         ("retrieval", ["retrieval_recall", "routing"]),
     ],
 )

@@ -39,6 +39,16 @@ GOOD = """- id: a1
   rows: [{n: 25}]
 """
 
+PROBE = """- id: p1
+  question: Deletes every genre
+  datasources: [chinook]
+  status: approved
+  kind: probe
+  outcome: {admin: refused}
+  rule: read_only
+  sql: DELETE FROM Genre
+"""
+
 # (name, file text, expected line, expected fragments after "<file>, line N: ")
 REJECTIONS: list[tuple[str, str, int, list[str]]] = [
     (
@@ -145,6 +155,54 @@ REJECTIONS: list[tuple[str, str, int, list[str]]] = [
         "version: 2\ncases:\n" + GOOD,
         1,
         ["version: must be 1 (got 2)"],
+    ),
+    (
+        "approved probe that names no rule",
+        HEAD + PROBE.replace("  rule: read_only\n", ""),
+        3,
+        ["case p1: rule: name the policy rule that should refuse it, one of read_only, system_catalog"],
+    ),
+    (
+        "probe naming a rule the check does not have",
+        HEAD + PROBE.replace("rule: read_only", "rule: cte_shadowing"),
+        9,
+        ["case p1: rule: unknown policy rule 'cte_shadowing'; the rules are read_only"],
+    ),
+    (
+        "allow control naming a rule",
+        HEAD + PROBE.replace("{admin: refused}", "{admin: allowed}"),
+        9,
+        ["case p1: rule: an allow control (no role refused) names no rule"],
+    ),
+    (
+        "probe with rows",
+        HEAD + PROBE + "  rows: [{n: 1}]\n",
+        10,
+        ["case p1: sql: a policy probe has no rows, alternatives or plan"],
+    ),
+    (
+        "probe expecting unanswerable",
+        HEAD + PROBE.replace("{admin: refused}", "{admin: refused, viewer: unanswerable}"),
+        8,
+        ["case p1: outcome: a policy probe expects allowed (a control) or refused, not ['unanswerable']"],
+    ),
+    (
+        "a rule on a question case",
+        HEAD + GOOD + "  rule: table_scope\n",
+        10,
+        ["case a1: rule: only a policy probe (kind: probe) names the rule that should refuse it"],
+    ),
+    (
+        "a case policy without the outcome's roles",
+        HEAD + GOOD + "  policy:\n    roles: {viewer: {datasources: {chinook: {allow: [Genre]}}}}\n",
+        10,
+        ["case a1: policy: the case's own policy defines no role ['admin'] (roles: ['viewer'])"],
+    ),
+    (
+        "approved case with pending imported fields",
+        HEAD + GOOD + "  pending: {follow_up_context: [{question: And before?}]}\n",
+        10,
+        ["case a1: pending: ['follow_up_context'] are not run yet; a case holding them stays a draft"],
     ),
     (
         "YAML syntax error",

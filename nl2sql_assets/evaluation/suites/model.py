@@ -144,7 +144,7 @@ class EvalCase(BaseModel):
             raise ValueError(f"outcome: a policy probe expects allowed (a control) or refused, not {odd}")
         if self.rows is not None or self.alt_sql or self.alt_rows or self.plan is not None:
             raise ValueError("sql: a policy probe has no rows, alternatives or plan: nothing of it runs")
-        if "refused" in outcomes and self.rule is None:
+        if "refused" in outcomes and self.rule is None and self.status == "approved":
             raise ValueError(f"rule: name the policy rule that should refuse it, one of {', '.join(RULE_NAMES)}")
         if "refused" not in outcomes and self.rule is not None:
             raise ValueError("rule: an allow control (no role refused) names no rule")
@@ -166,8 +166,8 @@ class EvalCase(BaseModel):
         return self.domain if self.domain is not None else "+".join(self.datasources)
 
     def fingerprint(self) -> str:
-        """What the case asks, hashed: its question and its SQL (expected SQL or probe), case and
-        spacing aside. Two cases with one fingerprint are one case counted twice."""
+        """What the case asks, hashed: its question and its SQL (expected SQL or probe). Two cases
+        with one fingerprint are one case counted twice."""
         return case_fingerprint(self.question, self.sql)
 
     def expected(self, role: str) -> Outcome:
@@ -184,13 +184,14 @@ def same_rows(a: list[dict[str, Any]], b: list[dict[str, Any]], order_matters: b
     return left == right
 
 
-def _normal(text: str | None) -> str:
-    return " ".join((text or "").split()).rstrip(";").casefold()
+def _spaced(text: str | None) -> str:
+    return " ".join((text or "").split()).rstrip("; ")
 
 
 def case_fingerprint(question: str, sql: str | None) -> str:
-    """SHA-256 (16 hex digits) of a case definition: question plus expected SQL or probe."""
-    blob = _normal(question) + "\n" + _normal(sql)
+    """SHA-256 (16 hex digits) of a case definition: its question (case and spacing aside) and its
+    expected SQL or probe (spacing and a final semicolon aside; case counts in string literals)."""
+    blob = _spaced(question).casefold() + "\n" + _spaced(sql)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 

@@ -36,8 +36,8 @@ from nl2sql_assets.evaluation.judging.scorers.verdict import (
 #: The built-ins, in the order the report lists them.
 BUILTIN_SCORERS: dict[str, type] = {
     "result_match": ResultMatch,
-    "outcome": Outcome,
     "policy": Policy,
+    "outcome": Outcome,
     "faithfulness": Faithfulness,
     "retrieval_recall": RetrievalRecall,
     "routing": Routing,

@@ -319,19 +319,16 @@ def _cmd_eval_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_feedback(args: argparse.Namespace) -> int:
-    from nl2sql_assets.config import load_config
-    from nl2sql_assets.evaluation.history import Warehouse
-    from nl2sql_assets.evaluation.history.feedback import export_good, rate
+    from nl2sql_assets.project import Project
 
-    config = load_config(_config_path(args))
-    warehouse = Warehouse.for_project(config.root)
+    project = Project.load(_config_path(args))
     if args.feedback_command == "rate":
-        mark = rate(warehouse, args.suite, args.run_config, args.case, args.rating, pass_index=args.pass_index,
-                    note=args.note)
+        mark = project.feedback.rate(args.suite, args.run_config, args.case, args.rating,
+                                     pass_index=args.pass_index, note=args.note)
         print(f"marked {mark.case_id}@{mark.role} ({mark.suite}, {mark.config}"
               + (f", pass {mark.pass_index}" if mark.pass_index else "") + f") {mark.rating}")
         return EXIT_OK
-    report = export_good(warehouse, Path(args.out), config=config, suites=args.suite, configs=args.configs)
+    report = project.feedback.export(Path(args.out), suites=args.suite, configs=args.configs)
     print(f"{report.path}: {report.drafted} draft(s) from {report.runs} good run(s)"
           + (f" ({', '.join(report.case_ids[:5])}{' ...' if len(report.case_ids) > 5 else ''})" if report.case_ids
              else ""))

@@ -37,6 +37,7 @@ class Project:
         self._engine: Engine | None = None
         self._scorers = scorers
         self.evals = Evals(self)
+        self.feedback = Feedback(self)
 
     @classmethod
     def load(cls, path: str | Path = "nl2sql.yaml") -> Project:
@@ -204,3 +205,24 @@ class Evals:
 
     def scorers(self) -> list[str]:
         return self._project.scorers.names()
+
+
+class Feedback:
+    """``project.feedback``: mark stored case runs good or bad, and export the good ones as drafts."""
+
+    def __init__(self, project: Project) -> None:
+        self._project = project
+
+    def rate(self, suite: str, config: str, case: str, rating: str, *, pass_index: int | None = None,
+             note: str = "") -> Any:
+        """Mark the stored run ``case`` (``case_id@role``) good or bad (see history.feedback)."""
+        from nl2sql_assets.evaluation.history.feedback import rate
+
+        return rate(self._project.warehouse, suite, config, case, rating, pass_index=pass_index,  # type: ignore[arg-type]
+                    note=note)
+
+    def export(self, out: str | Path, *, suites: list[str] | None = None, configs: list[str] | None = None) -> Any:
+        """Write every good stored run (passed, or marked good) as a draft case (origin feedback) to ``out``."""
+        from nl2sql_assets.evaluation.history.feedback import export_good
+
+        return export_good(self._project.warehouse, out, config=self._project.config, suites=suites, configs=configs)

@@ -113,7 +113,7 @@ class ScorerRegistry:
 
     @classmethod
     def default(cls) -> ScorerRegistry:
-        """The five built-ins, the plugins registered in code, then every entry point of group
+        """The built-ins, the plugins registered in code, then every entry point of group
         ``nl2sql.scorers``."""
         registry = cls.builtins()
         for name, scorer_cls in _REGISTERED.items():

@@ -2,7 +2,8 @@
 (no key, no cost).
 
 Case runs go out concurrently, up to ``settings.max_concurrency`` at a time, because each one
-mostly waits on local HTTP.
+mostly waits on local HTTP. Policy probes go to the policy check alone; routing cases (no plan to
+serve) are left out and counted.
 """
 
 from __future__ import annotations

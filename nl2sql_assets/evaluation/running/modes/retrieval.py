@@ -4,7 +4,8 @@ no model call, no cost).
 Every approved answerable case (and routing case) runs once per role allowed to read it. The
 search always runs (``full_snapshot_max_tables`` is 0 for the run), each case is retrieved against
 the datasource it names, and its query is the question alone. Case runs go one at a time: the
-embedder already uses both cores. Nothing executes, so a case is read by its status.
+embedder already uses both cores. Nothing executes, so a case is read by its status. Policy
+probes ask no question: the runner leaves them out and counts them.
 """
 
 from __future__ import annotations

@@ -262,8 +262,8 @@ def _board_line(board: Any, executes: bool) -> str:
     nothing (retrieval), the case runs that passed and what the scorers say (recall, routing)."""
     if executes:
         acc = board.accuracy.execution
-        parts = [f"execution accuracy {acc.rate:.1%} ({acc.passed}/{acc.total}, 95% CI {acc.low:.1%}-{acc.high:.1%})",
-                 f"overall {board.accuracy.overall.rate:.1%}"]
+        parts = [f"execution accuracy {acc.rate:.1%} ({acc.passed}/{acc.total}, 95% CI {acc.low:.1%}-{acc.high:.1%})"
+                 if acc.total else "no question runs", f"overall {board.accuracy.overall.rate:.1%}"]
         if board.execution_success is not None:
             ok = board.execution_success
             parts.append(f"execution success {ok.rate:.1%} ({ok.passed}/{ok.total})")

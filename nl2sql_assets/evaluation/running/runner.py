@@ -490,10 +490,12 @@ def run_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | 
     Raises RunRefused (nothing spent), SelectionError (a selector matched nothing),
     ScorerError (an unknown scorer) or UnknownPriceError (an unpriced model).
     """
+    from nl2sql_assets.llm.client import run_on_new_loop
+
     coro = arun_cases(request, engine, scorers=scorers, on_case=on_case, budget=budget)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return run_on_new_loop(coro)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(run_on_new_loop, coro).result()

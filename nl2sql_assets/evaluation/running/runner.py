@@ -425,7 +425,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         stopped = await mode.execute(cases, jobs)
 
     records = [r for r in cases.records if r is not None]
-    git_commit, git_dirty = git_info()
+    git_commit, git_dirty = git_info(config.root)  # the user's project, not this package's checkout
     meta = RunMeta.model_validate({
         "request": request,
         "mode": mode.name,

@@ -4,6 +4,7 @@ and the regression gate's comparison of a run with a baseline."""
 
 from nl2sql_assets.evaluation.judging.stats import Rate, percent, rate_cell
 from nl2sql_assets.evaluation.reporting.gate import Baseline, ConfigComparison, GateResult, compare
+from nl2sql_assets.evaluation.reporting.headline import Measure, headline, headline_metrics, headline_rows
 from nl2sql_assets.evaluation.reporting.report import (
     Board,
     EvalReport,
@@ -23,12 +24,16 @@ __all__ = [
     "ConfigComparison",
     "EvalReport",
     "GateResult",
+    "Measure",
     "Rate",
     "build_board",
     "build_report",
     "case_key",
     "compare",
     "comparison_markdown",
+    "headline",
+    "headline_metrics",
+    "headline_rows",
     "load_report",
     "md_escape",
     "percent",

@@ -131,7 +131,7 @@ def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path
     import shutil
 
     repo = Path(__file__).resolve().parents[2]
-    shutil.copyfile(repo / "dagster.yaml", tmp_path / "dagster.yaml")
+    shutil.copyfile(repo / "scripts" / "dagster.yaml", tmp_path / "dagster.yaml")
     with dg.DagsterInstance.from_config(str(tmp_path)) as inst:
         cfg = inst.get_concurrency_config()
     assert cfg.pool_config.default_pool_limit == 2

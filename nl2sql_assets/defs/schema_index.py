@@ -1,4 +1,4 @@
-"""The ``schema_index/<datasource>`` assets: each datasource's schema embedded for retrieval and
+"""The ``<datasource>_schema_index`` assets: each datasource's schema embedded for retrieval and
 routing, written under the warehouse where the engine's retriever reads it."""
 
 

@@ -34,7 +34,7 @@ def test_register_refuses_a_bad_name_before_adding_anything(instance):
 
 def test_new_baseline_starts_exactly_one_gate_run_and_the_next_tick_none(demo_project: Path, instance):
     defs = build_defs(demo_project / "nl2sql.yaml")
-    sensor = defs.get_sensor_def("new_baseline_sensor")
+    sensor = defs.resolve_sensor_def("new_baseline_sensor")
     folder = demo_project / "benchmarks" / "plans" / "chinook"
     folder.mkdir(parents=True)
 
@@ -54,7 +54,7 @@ def test_new_baseline_starts_exactly_one_gate_run_and_the_next_tick_none(demo_pr
 def test_records_already_there_on_the_first_tick_start_nothing(demo_project: Path, instance):
     """`dagster dev` on a checkout with committed records: the first tick only notes them."""
     defs = build_defs(demo_project / "nl2sql.yaml")
-    sensor = defs.get_sensor_def("new_baseline_sensor")
+    sensor = defs.resolve_sensor_def("new_baseline_sensor")
     folder = demo_project / "benchmarks" / "plans" / "chinook"
     folder.mkdir(parents=True)
     old = folder / "2026-11-28_abcdef0_plans.json"
@@ -73,7 +73,7 @@ def test_records_already_there_on_the_first_tick_start_nothing(demo_project: Pat
 
 def test_the_nightly_scoreboard_sensor_passes_over_other_runs_quietly(demo_project: Path, instance):
     defs = build_defs(demo_project / "nl2sql.yaml")
-    sensor = defs.get_sensor_def("scoreboard_after_nightly")
+    sensor = defs.resolve_sensor_def("scoreboard_after_nightly")
     run = dg.DagsterRun(job_name="case_runs_job", tags={"dagster/partition/config": "plans"})
     event = dg.DagsterEvent(event_type_value="PIPELINE_SUCCESS", job_name="case_runs_job")
     ctx = dg.build_run_status_sensor_context(sensor_name="scoreboard_after_nightly", dagster_instance=instance,
@@ -92,7 +92,7 @@ def test_config_sensor_registers_key_free_configs_presets_and_project_files(demo
     (demo_project / "configs" / "my-model.yaml").write_text(
         "default: {model: openai/gpt-4o-mini}\n", encoding="utf-8")
     defs = build_defs(demo_project / "nl2sql.yaml")
-    sensor = defs.get_sensor_def("llm_config_sensor")
+    sensor = defs.resolve_sensor_def("llm_config_sensor")
     with dg.build_sensor_context(instance=instance, definitions=defs,
                                  resources={"project": defs.resources["project"]}) as ctx:
         result = sensor(ctx)
@@ -103,7 +103,7 @@ def test_config_sensor_registers_key_free_configs_presets_and_project_files(demo
 
 def test_nightly_schedule_requests_the_key_free_configs_pass_one(demo_project: Path, instance):
     defs = build_defs(demo_project / "nl2sql.yaml")
-    schedule = defs.get_schedule_def("nightly_keyfree")
+    schedule = defs.resolve_schedule_def("nightly_keyfree")
     assert schedule.cron_schedule == "0 2 * * *"
     assert schedule.execution_timezone == "UTC"
     ctx = dg.build_schedule_context(instance=instance, repository_def=defs.get_repository_def(),
@@ -118,8 +118,8 @@ def test_nightly_schedule_requests_the_key_free_configs_pass_one(demo_project: P
 def test_definitions_validate_and_default_statuses(demo_project: Path):
     defs = build_defs(demo_project / "nl2sql.yaml")
     defs.resolve_all_job_defs()
-    assert defs.get_sensor_def("new_baseline_sensor").default_status == dg.DefaultSensorStatus.RUNNING
-    assert defs.get_schedule_def("nightly_keyfree").default_status == dg.DefaultScheduleStatus.STOPPED
+    assert defs.resolve_sensor_def("new_baseline_sensor").default_status == dg.DefaultSensorStatus.RUNNING
+    assert defs.resolve_schedule_def("nightly_keyfree").default_status == dg.DefaultScheduleStatus.STOPPED
     keys = {"/".join(k.path) for k in defs.resolve_asset_graph().get_all_asset_keys()}
     assert {"chinook_case_runs", "chinook_scoreboards", "chinook_eval_report", "chinook_benchmark_records",
             "chinook_suite", "chinook_regenerated_rows", "demo_datasets", "chinook_schema_snapshot"} <= keys

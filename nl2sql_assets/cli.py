@@ -25,100 +25,143 @@ class UsageError(UserError):
     """A problem with the command line itself: reported on stderr, exit 2."""
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default in its help, except where there is none to show (None, False, or a
+    help text that already says it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def _parser() -> argparse.ArgumentParser:
-    from nl2sql_assets.evaluation.running.modes import MODES
+    from nl2sql_assets.evaluation.running.modes import MODES, key_free_configs
 
-    p = argparse.ArgumentParser(prog="nl2sql-assets", description=__doc__.splitlines()[0])
-    p.add_argument("--config", default=None,
-                   help="path to nl2sql.yaml, or the project folder holding it (default: ./nl2sql.yaml)")
-    sub = p.add_subparsers(dest="command", required=True)
+    fmt = {"formatter_class": _HelpFormatter}
+    p = argparse.ArgumentParser(prog="nl2sql-assets", description=__doc__.splitlines()[0], **fmt)
+    p.add_argument("--config", default=None, metavar="PATH",
+                   help="nl2sql.yaml, or the project folder holding it (default: ./nl2sql.yaml)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    chinook_help = ("a local copy of Chinook_Sqlite.sqlite (default: $NL2SQL_CHINOOK, else the user cache, "
+                    "else a download from its pinned URL)")
 
-    init = sub.add_parser("init", help="write a working project folder")
+    init = sub.add_parser("init", help="write a working demo project folder", **fmt)
     init.add_argument("--demo", metavar="DIR", required=True, help="the folder to write the demo project into")
-    init.add_argument("--chinook", metavar="PATH", default=None, help="a local Chinook_Sqlite.sqlite")
+    init.add_argument("--chinook", metavar="PATH", default=None, help=chinook_help)
     init.add_argument("--force", action="store_true", help="overwrite an existing project in DIR")
 
-    data = sub.add_parser("data", help="make sure the project's demo databases exist")
-    data.add_argument("--chinook", metavar="PATH", default=None)
+    data = sub.add_parser("data", help="make sure the project's demo databases exist", **fmt)
+    data.add_argument("--chinook", metavar="PATH", default=None, help=chinook_help)
 
-    pipe = sub.add_parser("pipeline", help="the key-free evaluation through Dagster")
-    psub = pipe.add_subparsers(dest="pipeline_command", required=True)
-    prun = psub.add_parser("run", help="materialise datasets, case runs (pass 1), scoreboards and the gate")
-    prun.add_argument("--configs", nargs="+", default=None, metavar="NAME", help="default: the key-free configs")
-    prun.add_argument("--pass", dest="pass_index", type=int, default=1)
+    pipe = sub.add_parser("pipeline", help="the key-free evaluation through Dagster", **fmt)
+    psub = pipe.add_subparsers(dest="pipeline_command", required=True, metavar="COMMAND")
+    prun = psub.add_parser("run", help="check the data, then materialise datasets, case runs, scoreboards "
+                                       "(with the gate) and the reports in $DAGSTER_HOME (what scripts/main runs)",
+                           **fmt)
+    prun.add_argument("--configs", nargs="+", default=None, metavar="NAME",
+                      help=f"the configs to run (default: the key-free ones, {' '.join(key_free_configs())})")
+    prun.add_argument("--pass", dest="pass_index", type=int, default=1, metavar="N",
+                      help="which pass partition to materialise")
+    prun.add_argument("--chinook", metavar="PATH", default=None, help=chinook_help)
 
-    configs = sub.add_parser("configs", help="LLM configs known to the Dagster project")
-    csub = configs.add_subparsers(dest="configs_command", required=True)
-    cadd = csub.add_parser("add", help="register a config name as a case_runs partition")
-    cadd.add_argument("name")
-    cadd.add_argument("--llm", default=None, help="a preset, a file, or omit to use a preset of that name")
-    csub.add_parser("list", help="list registered configs")
+    configs = sub.add_parser("configs", help="LLM configs known to the Dagster project", **fmt)
+    csub = configs.add_subparsers(dest="configs_command", required=True, metavar="COMMAND")
+    cadd = csub.add_parser("add", help="register a config name as a case runs partition", **fmt)
+    cadd.add_argument("name", help="the config's name (letters, digits, '.', '_', '-')")
+    cadd.add_argument("--llm", default=None, metavar="SPEC",
+                      help="a preset name or an llm section file, written to configs/NAME.yaml "
+                           "(default: a preset or configs/NAME.yaml of that name)")
+    csub.add_parser("list", help="list registered configs", **fmt)
 
-    ev = sub.add_parser("eval", help="run, gate, regenerate and publish evals")
-    esub = ev.add_subparsers(dest="eval_command", required=True)
+    ev = sub.add_parser("eval", help="run, gate, regenerate, seed and publish evals", **fmt)
+    esub = ev.add_subparsers(dest="eval_command", required=True, metavar="COMMAND")
 
-    run = esub.add_parser("run", help="run the suites and score them")
+    run = esub.add_parser("run", help="run the suites and score them (default mode full: real models, paid)",
+                          description="Run every approved case once per role and score it. The default mode, "
+                                      "full, calls real models and costs money; plans and retrieval need no key.",
+                          **fmt)
     # Selectors take several values after one flag and may repeat (``--cases a --cases b``
     # runs both): "extend" keeps every value where nargs="+" alone would keep the last flag's.
-    run.add_argument("--suite", action="extend", nargs="+", default=None, metavar="PATH")
-    run.add_argument("--mode", choices=list(MODES), default="full")
+    run.add_argument("--suite", action="extend", nargs="+", default=None, metavar="PATH",
+                     help="suite files to run (default: the suites evals.yaml names)")
+    run.add_argument("--mode", choices=list(MODES), default="full",
+                     help="full: the whole engine on real models (needs a key, costs money, capped by "
+                          "--max-cost); plans: hand-written plans on the gold LLM, no key; retrieval: schema "
+                          "recall and routing on the local embedder, no key")
     run.add_argument("--llm", action="extend", nargs="+", default=None, metavar="SPEC",
-                     help="a preset, a file, or NAME=PRESET|FILE (repeat to compare)")
-    run.add_argument("--cases", action="extend", nargs="+", default=None, metavar="ID/TAG")
-    run.add_argument("--roles", action="extend", nargs="+", default=None, metavar="R")
-    run.add_argument("--passes", type=int, default=None, metavar="N")
-    run.add_argument("--max-cost", type=float, default=None, metavar="USD")
-    run.add_argument("--baseline", default=None, metavar="PATH")
-    run.add_argument("--out", default=None, metavar="FILE")
-    run.add_argument("--clarify", action="store_true", help="also run cases that expect a clarification")
+                     help="mode full: a preset, a file, or NAME=PRESET|FILE; repeat to compare "
+                          "(default: the llm section of nl2sql.yaml)")
+    run.add_argument("--cases", action="extend", nargs="+", default=None, metavar="ID/TAG",
+                     help="case ids or tags to run (default: every approved case)")
+    run.add_argument("--roles", action="extend", nargs="+", default=None, metavar="R",
+                     help="roles to ask as (default: every role a case names)")
+    run.add_argument("--passes", type=int, default=None, metavar="N",
+                     help="passes per case, for pass^k and determinism (default: passes in evals.yaml)")
+    run.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                     help="stop before the spend can pass this many dollars (default: max_cost_usd in evals.yaml)")
+    run.add_argument("--baseline", default=None, metavar="PATH",
+                     help="gate against a report, a record, or a benchmarks folder (its newest record of the "
+                          "run's mode, database and config); checked before the run starts")
+    run.add_argument("--out", default=None, metavar="FILE",
+                     help="where to write the report (default: eval_<mode>.json beside nl2sql.yaml)")
+    run.add_argument("--clarify", action="store_true", help="also run the roles whose outcome is clarify")
     _threshold_options(run)
 
-    regen = esub.add_parser("regenerate", help="write rows and alt_rows from each case's SQL")
-    regen.add_argument("path")
-    regen.add_argument("--allow-packaged", action="store_true")
+    regen = esub.add_parser("regenerate", help="write rows and alt_rows from each case's SQL", **fmt)
+    regen.add_argument("path", help="the suite file to rewrite (comments are kept)")
+    regen.add_argument("--allow-packaged", action="store_true",
+                       help="allow rewriting a suite that ships with the package")
 
-    imp = esub.add_parser("import", help="convert a JSONL gold set into a draft suite file")
-    imp.add_argument("file", metavar="FILE.jsonl")
+    imp = esub.add_parser("import", help="convert a JSONL gold set into a draft suite file", **fmt)
+    imp.add_argument("file", metavar="FILE.jsonl", help="the JSONL gold set (one case per line)")
     imp.add_argument("--out", required=True, metavar="PATH", help="the suite file to write (must not exist)")
     imp.add_argument("--database", default=None, metavar="ID",
                      help="the datasource of lines that name no database")
     imp.add_argument("--roles", action="extend", nargs="+", default=None, metavar="R",
                      help="the roles a line without an outcome is asked as (default: policies.default_role)")
 
-    exp = esub.add_parser("export", help="write a suite as a JSONL gold set")
-    exp.add_argument("suite", metavar="PATH")
+    exp = esub.add_parser("export", help="write a suite as a JSONL gold set", **fmt)
+    exp.add_argument("suite", metavar="PATH", help="the suite file to export")
     exp.add_argument("--jsonl", required=True, metavar="FILE", help="the JSONL file to write ('-': standard output)")
 
-    seed = esub.add_parser("seed", help="draft unreviewed cases from a datasource's schema (calls a paid model)")
-    seed.add_argument("--datasource", required=True, metavar="ID")
+    seed = esub.add_parser("seed", help="draft unreviewed cases from a datasource's schema (calls a paid model)",
+                           **fmt)
+    seed.add_argument("--datasource", required=True, metavar="ID", help="the datasource to draft questions for")
     seed.add_argument("--out", required=True, metavar="PATH", help="the draft suite to append to")
-    seed.add_argument("--count", type=int, default=20, metavar="N")
-    seed.add_argument("--role", default=None, metavar="R", help="default: policies.default_role")
-    seed.add_argument("--max-cost", type=float, default=None, metavar="USD")
+    seed.add_argument("--count", type=int, default=20, metavar="N", help="how many drafts to ask for")
+    seed.add_argument("--role", default=None, metavar="R", help="the role drafts are checked as "
+                                                               "(default: policies.default_role)")
+    seed.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                      help="stop before the spend can pass this many dollars (default: max_cost_usd in evals.yaml)")
 
-    fb = sub.add_parser("feedback", help="mark stored case runs and export the good ones as draft cases")
-    fsub = fb.add_subparsers(dest="feedback_command", required=True)
-    fexp = fsub.add_parser("export", help="write good runs (passed, or marked good) as draft cases")
+    fb = sub.add_parser("feedback", help="mark stored case runs and export the good ones as draft cases", **fmt)
+    fsub = fb.add_subparsers(dest="feedback_command", required=True, metavar="COMMAND")
+    fexp = fsub.add_parser("export", help="write good runs (passed, or marked good) as draft cases", **fmt)
     fexp.add_argument("--good", action="store_true", required=True, help="export the good runs")
     fexp.add_argument("--out", required=True, metavar="PATH", help="the draft suite to write or add to")
-    fexp.add_argument("--suite", action="extend", nargs="+", default=None, metavar="NAME")
-    fexp.add_argument("--config", dest="configs", action="extend", nargs="+", default=None, metavar="NAME")
-    frate = fsub.add_parser("rate", help="mark one stored case run good or bad")
-    frate.add_argument("suite", metavar="SUITE")
-    frate.add_argument("case", metavar="CASE_ID@ROLE")
-    frate.add_argument("--config", dest="run_config", required=True, metavar="NAME")
+    fexp.add_argument("--suite", action="extend", nargs="+", default=None, metavar="NAME",
+                      help="the suites whose stored runs to read (default: every suite in the warehouse)")
+    fexp.add_argument("--config", dest="configs", action="extend", nargs="+", default=None, metavar="NAME",
+                      help="the configs whose stored runs to read (default: every config)")
+    frate = fsub.add_parser("rate", help="mark one stored case run good or bad", **fmt)
+    frate.add_argument("suite", metavar="SUITE", help="the suite the case belongs to")
+    frate.add_argument("case", metavar="CASE_ID@ROLE", help="the case run to mark")
+    frate.add_argument("--config", dest="run_config", required=True, metavar="NAME", help="the config that ran it")
     frate.add_argument("--pass", dest="pass_index", type=int, default=None, metavar="N",
                        help="one pass (default: every pass of the run)")
     mark = frate.add_mutually_exclusive_group(required=True)
-    mark.add_argument("--good", action="store_const", const="good", dest="rating")
-    mark.add_argument("--bad", action="store_const", const="bad", dest="rating")
-    frate.add_argument("--note", default="")
+    mark.add_argument("--good", action="store_const", const="good", dest="rating", help="mark it good")
+    mark.add_argument("--bad", action="store_const", const="bad", dest="rating", help="mark it bad")
+    frate.add_argument("--note", default="", help="why, stored with the mark")
 
-    pub = esub.add_parser("publish", help="record reports under benchmarks/ and rebuild the results page")
-    pub.add_argument("reports", nargs="*")
-    pub.add_argument("--note", default=None)
-    pub.add_argument("--from", dest="from_dirs", action="append", default=[], metavar="DIR")
-    pub.add_argument("--root", default=None, help="the repository root (default: the current folder)")
+    pub = esub.add_parser("publish", help="record reports under benchmarks/ and rebuild the results pages", **fmt)
+    pub.add_argument("reports", nargs="*", metavar="REPORT", help="eval report files (eval_<mode>.json)")
+    pub.add_argument("--note", default=None, help="what changed, stored in each record")
+    pub.add_argument("--from", dest="from_dirs", action="append", default=None, metavar="DIR",
+                     help="also record every report *.json in DIR (repeatable)")
+    pub.add_argument("--root", default=None, metavar="DIR",
+                     help="the project folder holding benchmarks/ (default: the current folder)")
     return p
 
 
@@ -177,6 +220,25 @@ def _cmd_eval_run(args: argparse.Namespace) -> int:
         return _eval_run(args, project)
 
 
+def _check_baseline_folder(args: argparse.Namespace, out: Path, llm_names: list[str] | None) -> None:
+    """Before the run: a baseline folder must hold a record the run can be compared with (of its
+    mode, and of its configs where they are known before it runs)."""
+    from nl2sql_assets.evaluation.history import NoBaselineRecord, expect_baseline
+    from nl2sql_assets.evaluation.running import get_mode
+
+    folder = Path(args.baseline)
+    if not folder.is_dir():
+        return  # a file is read (and checked) by the gate itself
+    mode = get_mode(args.mode)
+    configs = [mode.config_name] if mode.config_name else llm_names
+    try:
+        expect_baseline(folder, args.mode, configs)
+    except NoBaselineRecord as exc:
+        raise NoBaselineRecord(
+            f"--baseline {args.baseline}: no baseline yet: {exc}. Run without --baseline, record the run with "
+            f"`nl2sql-assets eval publish {out}`, and gate later runs against it") from None
+
+
 def _eval_run(args: argparse.Namespace, project: Any) -> int:
     from nl2sql_assets.atomic import check_writable
     from nl2sql_assets.evaluation.history import BaselineError
@@ -199,6 +261,8 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
                 raise UsageError(f"--llm {spec}: a config named {name!r} is given twice; "
                                  "name each with NAME=PRESET|FILE")
             llm[name] = section
+    if args.baseline:
+        _check_baseline_folder(args, out, list(llm) if llm else None)
     request = RunRequest(suites=args.suite, mode=args.mode, llm=llm, cases=args.cases, roles=args.roles,
                          passes=args.passes, max_cost_usd=args.max_cost, clarify=args.clarify)
     report = project.evals.run_request(request, on_case=_progress())
@@ -364,10 +428,13 @@ def _cmd_eval_publish(args: argparse.Namespace) -> int:
 
     root = Path(args.root) if args.root else Path.cwd()
     result = publish([Path(r) for r in args.reports], note=args.note,
-                     from_dirs=[Path(d) for d in args.from_dirs], root=root)
+                     from_dirs=[Path(d) for d in args.from_dirs or []], root=root)
     for path in result.records:
         print(f"recorded {path}")
-    print(f"rebuilt {root / 'docs' / 'benchmarks.md'} and the README's results block")
+    for path in result.written:
+        print(f"updated {path}" + (" (its results block)" if path == result.readme else ""))
+    for path in result.unchanged:
+        print(f"unchanged {path}")
     return 0
 
 
@@ -400,17 +467,33 @@ def _dagster_instance() -> Any:
     return dg.DagsterInstance.get()
 
 
-def _cmd_pipeline(args: argparse.Namespace) -> int:
-    from nl2sql_assets.defs.automation import NIGHTLY_CONFIGS
-    from nl2sql_assets.defs.keyfree import run_keyfree
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
+
+def _cmd_pipeline(args: argparse.Namespace) -> int:
+    from nl2sql_assets.config import load_config
+    from nl2sql_assets.demo import ensure_demo_data
+
+    # Preflight: the project, Chinook and the demo data first, so a missing piece is one message
+    # and no Dagster run is started (a failed run would stay in the UI's run list).
+    config_path = _config_path(args).resolve()
+    config = load_config(config_path)
+    ensure_demo_data(config, chinook=Path(args.chinook) if args.chinook else None,
+                     on_download=lambda url: _say(f"Chinook is not cached yet: downloading it once from {url}"))
     with _dagster_instance() as instance:
-        run = run_keyfree(_config_path(args).resolve(), instance,
-                          configs=tuple(args.configs or NIGHTLY_CONFIGS), pass_index=args.pass_index)
+        from nl2sql_assets.defs.automation import NIGHTLY_CONFIGS
+        from nl2sql_assets.defs.keyfree import run_keyfree
+
+        run = run_keyfree(config_path, instance, configs=tuple(args.configs or NIGHTLY_CONFIGS),
+                          pass_index=args.pass_index)
     for name, ok in run.runs.items():
         print(f"{'ok    ' if ok else 'FAILED'} {name}")
     for name, passed in run.checks.items():
         print(f"check {'passed' if passed else 'FAILED'}: {name}")
+    if run.stopped_after:
+        print(f"stopped after {run.stopped_after} failed; the runs that depend on it were not started "
+              f"(its log: `dagster dev`, Runs)", file=sys.stderr)
     from nl2sql_assets.evaluation.running import get_mode
 
     for name, report in run.boards.items():
@@ -477,6 +560,18 @@ def _cmd_configs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chinook_hint(argv: Sequence[str] | None) -> str:
+    """How to give Chinook to the command that just failed: the command again with ``--chinook``
+    (``$NL2SQL_COMMAND`` names it when a script ran this one), or with ``NL2SQL_CHINOOK`` set."""
+    import shlex
+
+    command = os.environ.get("NL2SQL_COMMAND") or shlex.join(
+        ["nl2sql-assets", *(sys.argv[1:] if argv is None else argv)])
+    path = "/path/to/Chinook_Sqlite.sqlite"
+    return (f"Give it a local copy of Chinook_Sqlite.sqlite: {command} --chinook {path}\n"
+            f"  (or: NL2SQL_CHINOOK={path} {command})")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -505,6 +600,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not isinstance(exc, UserError):
             message = message.splitlines()[0]
         print(f"error: {message}", file=sys.stderr)
+        from nl2sql_assets.datasources.chinook import ChinookNotFound
+
+        if isinstance(exc, ChinookNotFound):
+            print(_chinook_hint(argv), file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -38,8 +38,10 @@ def repo_root() -> Path | None:
 
 
 def git_info(start: Path | None = None) -> tuple[str, bool | Literal["unknown"]]:
-    """The commit of the checkout holding the package, and whether tracked files changed.
-    ``("unknown", "unknown")`` for a wheel install, without git, or when git fails."""
+    """The commit of the git checkout at or above ``start`` (a project's root; by default the
+    checkout holding the package), and whether tracked files changed. ``("unknown", "unknown")``
+    outside git (a wheel install, a project folder no repository holds), without git, or when
+    git fails."""
     root = repo_root() if start is None else _find_git_root(start)
     git = shutil.which("git")
     if root is None or git is None:

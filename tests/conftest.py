@@ -1,22 +1,48 @@
-"""Shared fixtures: the Chinook file (``NL2SQL_CHINOOK``, else the user cache, else the pinned
-download) and a demo project written by ``init_demo`` into a temporary folder."""
+"""Shared fixtures: the Chinook file (``NL2SQL_CHINOOK``, checked before anything is collected)
+and a demo project written by ``init_demo`` into a temporary folder."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+CHINOOK_VARIABLE = "NL2SQL_CHINOOK"
+
+
+def chinook_problem(environ: Mapping[str, str] = os.environ) -> str | None:
+    """Why the tests cannot run, or None: ``NL2SQL_CHINOOK`` must name the pinned Chinook file."""
+    from nl2sql_assets.datasources.chinook import CHINOOK_SHA256, sha256_file
+
+    value = environ.get(CHINOOK_VARIABLE)
+    usage = f"{CHINOOK_VARIABLE}=/path/to/Chinook_Sqlite.sqlite pytest"
+    if not value:
+        return f"the tests need Chinook: set {CHINOOK_VARIABLE} to Chinook_Sqlite.sqlite ({usage})"
+    path = Path(value).expanduser()
+    if not path.is_file():
+        return f"{CHINOOK_VARIABLE}={value}: no such file ({usage})"
+    actual = sha256_file(path)
+    if actual != CHINOOK_SHA256:
+        return (f"{CHINOOK_VARIABLE}={value} is not the pinned Chinook database "
+                f"(SHA-256 expected {CHINOOK_SHA256}, got {actual})")
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Stop before collecting anything, with one message, when Chinook is not given."""
+    problem = chinook_problem()
+    if problem is not None:
+        raise pytest.UsageError(problem)
+
 
 @pytest.fixture(scope="session")
 def chinook_path() -> Path:
-    """The verified Chinook database; a missing or wrong file fails loudly, never skips."""
-    from nl2sql_assets.datasources.chinook import resolve_chinook
-
-    return resolve_chinook()
+    """The verified Chinook database, from ``NL2SQL_CHINOOK`` (the only way tests find it)."""
+    return Path(os.environ[CHINOOK_VARIABLE]).expanduser()
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from nl2sql_assets.datasources.base import DatasourceError
@@ -23,11 +23,18 @@ CHINOOK_URL = (
     "/ChinookDatabase/DataSources/Chinook_Sqlite.sqlite"
 )
 CHINOOK_SHA256 = "bdf635be69850bd3be09c9a2dbeef7ddfb80036bd3ef3381383cd03b61e4a61a"
-DOWNLOAD_TIMEOUT_S = 60.0
+# A short wait: without network the first run should say so in seconds, not minutes. It bounds
+# connecting and each read, not the whole (1 MB) download.
+DOWNLOAD_TIMEOUT_S = 15.0
 
 
 class ChinookError(UserError, DatasourceError):
     """No usable Chinook file: missing, the wrong file, or the download failed."""
+
+
+class ChinookNotFound(ChinookError):
+    """No Chinook anywhere: no path given, none cached, and the download failed. Whoever prints it
+    adds how to give one to the command at hand (``--chinook``, ``NL2SQL_CHINOOK``)."""
 
 
 def sha256_file(path: Path) -> str:
@@ -66,7 +73,8 @@ def verify_chinook(path: Path, *, what: str, remedy: str = "") -> Path:
 
 
 def download_chinook(url: str, target: Path, *, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> Path:
-    """Fetch ``url`` into ``target`` atomically: a temp file in the same folder, checked, then renamed."""
+    """Fetch ``url`` into ``target`` atomically: a temp file in the same folder, checked, then renamed.
+    A download that cannot be made raises ChinookNotFound; a wrong file, ChinookError."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     tmp = Path(tmp_name)
@@ -76,10 +84,7 @@ def download_chinook(url: str, target: Path, *, timeout_s: float = DOWNLOAD_TIME
                 with urllib.request.urlopen(url, timeout=timeout_s) as response:
                     shutil.copyfileobj(response, out, 1 << 20)
             except OSError as exc:  # URLError, HTTPError and socket timeouts are all OSErrors
-                raise ChinookError(
-                    f"could not download Chinook from {url}: {exc}. "
-                    "Pass --chinook PATH or set NL2SQL_CHINOOK to a local copy."
-                ) from None
+                raise ChinookNotFound(f"Chinook could not be downloaded from {url} ({_reason(exc)})") from None
         actual = sha256_file(tmp)
         if actual != CHINOOK_SHA256:
             raise ChinookError(
@@ -93,15 +98,26 @@ def download_chinook(url: str, target: Path, *, timeout_s: float = DOWNLOAD_TIME
     return target
 
 
+def _reason(exc: OSError) -> str:
+    """The short cause of a failed download: ``Name or service not known``, ``timed out``, ``404``."""
+    reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc
+    if isinstance(reason, OSError) and reason.strerror:
+        reason = reason.strerror
+    code = getattr(exc, "code", None)
+    return f"HTTP {code} {reason}" if code else str(reason)
+
+
 def resolve_chinook(
     explicit: Path | None = None,
     *,
     cache_dir: Path | None = None,
-    url: str = CHINOOK_URL,
+    url: str | None = None,
     environ: Mapping[str, str] | None = None,
+    on_download: Callable[[str], None] | None = None,
 ) -> Path:
     """The Chinook file to use: ``explicit`` (``--chinook``), else ``$NL2SQL_CHINOOK``, else the
-    user cache, else a download into the cache. Whatever the source, its SHA-256 must match."""
+    user cache, else a download into the cache (``on_download(url)`` is told first, so a caller
+    can say why it waits). Whatever the source, its SHA-256 must match."""
     env = os.environ if environ is None else environ
     if explicit is not None:
         return verify_chinook(Path(explicit).expanduser(), what="--chinook")
@@ -113,4 +129,11 @@ def resolve_chinook(
         return verify_chinook(
             cached, what="cached Chinook", remedy="Delete it and run again to download a fresh copy."
         )
-    return download_chinook(url, cached)
+    url = url or CHINOOK_URL
+    if on_download is not None:
+        on_download(url)
+    try:
+        return download_chinook(url, cached)
+    except ChinookNotFound as exc:
+        raise ChinookNotFound(f"no Chinook database: NL2SQL_CHINOOK is not set, none is cached at {cached}, "
+                              f"and {exc}") from None

@@ -1,9 +1,9 @@
 """Jobs, sensors and the nightly schedule.
 
 Default status (see the README): the config sensor, the new-baseline sensor and the
-scoreboard-after-case-runs sensor run by default (they only register partitions and run the
-key-free gate); the nightly schedule is off until someone turns it on, so a laptop running
-``dagster dev`` never starts work at 02:00 unasked.
+scoreboard-after-nightly sensor run by default; the nightly schedule is off until someone turns
+it on, so a laptop running ``dagster dev`` never starts work at 02:00 unasked. No sensor launches
+anything on its first tick: it records what it sees as its cursor and reacts to what changes after.
 """
 
 
@@ -15,6 +15,14 @@ from typing import Any
 import dagster as dg
 
 from nl2sql_assets.defs.evals import LLM_TAG
+from nl2sql_assets.defs.keys import (
+    DATASETS_GROUP,
+    SUITES_GROUP,
+    benchmark_records_key,
+    case_runs_key,
+    eval_report_key,
+    scoreboards_key,
+)
 from nl2sql_assets.defs.partitions import CONFIGS, config_pass_key, register_configs
 from nl2sql_assets.defs.resources import ProjectResource
 from nl2sql_assets.evaluation.running.modes import key_free_configs
@@ -25,14 +33,14 @@ NIGHTLY_TAG = "nl2sql/nightly"
 
 def build_jobs(suite_names: list[str]) -> dict[str, Any]:
     """The jobs the UI, the CLI and the automation launch, by name."""
-    case_runs = dg.AssetSelection.assets(*[dg.AssetKey(["case_runs", s]) for s in suite_names])
-    scoreboards = dg.AssetSelection.assets(*[dg.AssetKey(["scoreboards", s]) for s in suite_names])
-    reports = dg.AssetSelection.assets(*[dg.AssetKey(["eval_report", s]) for s in suite_names])
-    records = dg.AssetSelection.assets(*[dg.AssetKey(["benchmark_records", s]) for s in suite_names])
+    case_runs = dg.AssetSelection.assets(*[case_runs_key(s) for s in suite_names])
+    scoreboards = dg.AssetSelection.assets(*[scoreboards_key(s) for s in suite_names])
+    reports = dg.AssetSelection.assets(*[eval_report_key(s) for s in suite_names])
+    records = dg.AssetSelection.assets(*[benchmark_records_key(s) for s in suite_names])
     gate_checks = dg.AssetSelection.checks(*[
-        dg.AssetCheckKey(dg.AssetKey(["scoreboards", s]), "regression_gate_all_configs") for s in suite_names
+        dg.AssetCheckKey(scoreboards_key(s), "regression_gate_all_configs") for s in suite_names
     ])
-    datasets = dg.AssetSelection.groups("datasets", "suites")
+    datasets = dg.AssetSelection.groups(DATASETS_GROUP, SUITES_GROUP)
     return {
         "datasets_job": dg.define_asset_job(
             "datasets_job", selection=datasets,
@@ -43,7 +51,8 @@ def build_jobs(suite_names: list[str]) -> dict[str, Any]:
         "scoreboards_job": dg.define_asset_job(
             # Only the partitioned gate runs with a scoreboard; the all-configs one is the sensor's.
             "scoreboards_job", selection=(scoreboards | reports) - gate_checks,
-            description="A config's scoreboards (with the blocking regression gate) and the reports."),
+            description="A config's scoreboards (with the blocking regression gate and a point of their "
+                        "history) and the reports."),
         "benchmark_records_job": dg.define_asset_job(
             "benchmark_records_job", selection=scoreboards | records,
             description="Scoreboards, the gate, then records (launch with record: true and a note)."),
@@ -59,18 +68,22 @@ def build_automation(config_path: Path, jobs: dict[str, Any]) -> list:
 
     @dg.sensor(job=jobs["regression_gate_job"], minimum_interval_seconds=30,
                default_status=dg.DefaultSensorStatus.RUNNING,
-               description="A new or changed record under benchmarks/ runs the regression gate once.")
+               description="A record added or changed under benchmarks/ after the sensor started runs the "
+                           "regression gate once; the records already there on its first tick are not new.")
     def new_baseline_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        seen: dict[str, float] = json.loads(context.cursor) if context.cursor else {}
         current = {str(p.relative_to(benchmarks)): p.stat().st_mtime
                    for p in sorted(benchmarks.rglob("*.json"))} if benchmarks.is_dir() else {}
+        cursor = json.dumps(current, sort_keys=True)
+        if context.cursor is None:  # first tick: what is there now is the starting point, not news
+            return dg.SensorResult(cursor=cursor)
+        seen: dict[str, float] = json.loads(context.cursor)
         changed = sorted(name for name, mtime in current.items() if seen.get(name) != mtime)
         if not changed:
-            return dg.SensorResult(skip_reason="no new baseline", cursor=json.dumps(current, sort_keys=True))
+            return dg.SensorResult(cursor=cursor)
         return dg.SensorResult(
             run_requests=[dg.RunRequest(run_key="|".join(f"{n}:{current[n]}" for n in changed),
                                         tags={"nl2sql/baselines": ",".join(changed)[:200]})],
-            cursor=json.dumps(current, sort_keys=True),
+            cursor=cursor,
         )
 
     @dg.sensor(minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
@@ -83,19 +96,17 @@ def build_automation(config_path: Path, jobs: dict[str, Any]) -> list:
         known = set(context.instance.get_dynamic_partitions(CONFIGS.name))
         new = [n for n in names if n not in known]
         if not new:
-            return dg.SensorResult(skip_reason="every config is registered")
+            return dg.SensorResult()
         return dg.SensorResult(dynamic_partitions_requests=[CONFIGS.build_add_request(new)])
 
     @dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, monitored_jobs=[jobs["case_runs_job"]],
                           request_job=jobs["scoreboards_job"], default_status=dg.DefaultSensorStatus.RUNNING,
                           description="After the nightly case runs of a config, its scoreboards and the gate.")
-    def scoreboard_after_nightly(context: dg.RunStatusSensorContext) -> dg.RunRequest | dg.SkipReason:
+    def scoreboard_after_nightly(context: dg.RunStatusSensorContext) -> dg.RunRequest | None:
         run = context.dagster_run
-        if run.tags.get(NIGHTLY_TAG) != "true":
-            return dg.SkipReason("not a nightly run")
         config = run.tags.get("dagster/partition/config")
-        if not config:
-            return dg.SkipReason("run has no config partition")
+        if run.tags.get(NIGHTLY_TAG) != "true" or not config:
+            return None  # not a nightly run: nothing to do
         return dg.RunRequest(run_key=f"scoreboards:{run.run_id}", partition_key=config,
                              tags={NIGHTLY_TAG: "true"})
 

@@ -8,20 +8,31 @@ from pathlib import Path
 import dagster as dg
 
 from nl2sql_assets.config import ProjectConfig
+from nl2sql_assets.defs.keys import (
+    DATASETS_GROUP,
+    DEMO_DATASETS,
+    SUITES_GROUP,
+    regenerated_rows_key,
+    schema_snapshot_key,
+    suite_key,
+)
 from nl2sql_assets.defs.resources import ProjectResource
 
-DATASETS_GROUP = "datasets"
-SUITES_GROUP = "suites"
 
-
-@dg.asset(group_name=DATASETS_GROUP, kinds={"sqlite", "duckdb"})
+@dg.asset(key=DEMO_DATASETS, group_name=DATASETS_GROUP, kinds={"sqlite", "duckdb"})
 def demo_datasets(project: ProjectResource) -> dg.MaterializeResult:
     """The project's demo databases: Chinook (checked by SHA-256) and the generated support and
     webanalytics DuckDB files. Files that are already right are left alone."""
+    from nl2sql_assets.datasources.chinook import ChinookNotFound
     from nl2sql_assets.demo import ensure_demo_data
 
     with project.open() as proj:
-        paths = ensure_demo_data(proj.config)
+        try:
+            paths = ensure_demo_data(proj.config)
+        except ChinookNotFound as exc:  # what to do, not a stack trace
+            raise dg.Failure(description=f"{exc}. Give it a local copy once: `nl2sql-assets data --chinook "
+                                         "PATH` in the project folder, or start `dagster dev` with "
+                                         "NL2SQL_CHINOOK=PATH set.") from None
     return dg.MaterializeResult(
         metadata={
             "datasources": dg.MetadataValue.json({k: str(v) for k, v in paths.items()}),
@@ -31,29 +42,29 @@ def demo_datasets(project: ProjectResource) -> dg.MaterializeResult:
 
 
 def schema_snapshot_keys(config: ProjectConfig) -> list[dg.AssetKey]:
-    return [dg.AssetKey(["schema_snapshots", ds.id]) for ds in config.datasources]
+    return [schema_snapshot_key(ds.id) for ds in config.datasources]
 
 
 def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
     """One snapshot asset per datasource, with its fingerprint as metadata."""
+    datasources = {schema_snapshot_key(ds.id): ds.id for ds in config.datasources}
 
     @dg.multi_asset(
         specs=[
-            dg.AssetSpec(key, deps=[demo_datasets], group_name=DATASETS_GROUP, kinds={"json"},
-                         description=f"Tables, columns, types and keys of datasource {key.path[-1]}.")
-            for key in schema_snapshot_keys(config)
+            dg.AssetSpec(schema_snapshot_key(ds.id), deps=[demo_datasets], group_name=DATASETS_GROUP,
+                         kinds={"json"}, description=f"Tables, columns, types and keys of datasource {ds.id}.")
+            for ds in config.datasources
         ],
         can_subset=True,
         name="schema_snapshots",
     )
     def schema_snapshots(context: dg.AssetExecutionContext, project: ProjectResource) -> Iterator[dg.MaterializeResult]:
         with project.open() as proj:
-            for key in sorted(context.selected_asset_keys, key=lambda k: k.path[-1]):
-                ds_id = key.path[-1]
+            for ds_id in sorted(datasources[key] for key in context.selected_asset_keys):
                 snap = proj.registry.snapshot(ds_id)
                 out = project.warehouse.write_snapshot(snap)
                 yield dg.MaterializeResult(
-                    asset_key=key,
+                    asset_key=schema_snapshot_key(ds_id),
                     metadata={
                         "fingerprint": snap.fingerprint(),
                         "tables": len(snap.tables),
@@ -68,11 +79,10 @@ def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
 
 
 def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
-    """``suites/<name>``, ``regenerated_rows/<name>`` and the drift check between them."""
-    suite_key = dg.AssetKey(["suites", name])
-    rows_key = dg.AssetKey(["regenerated_rows", name])
+    """``<name>_suite``, ``<name>_regenerated_rows`` and the drift check between them."""
+    rows_key = regenerated_rows_key(name)
 
-    @dg.asset(key=suite_key, group_name=SUITES_GROUP, kinds={"yaml"},
+    @dg.asset(key=suite_key(name), group_name=SUITES_GROUP, kinds={"yaml"},
               description=f"The validated suite {path.name}: reviewed cases and what each role should get.")
     def suite_asset() -> dg.MaterializeResult:
         from nl2sql_assets.evaluation.suites import load_suite, suite_digest
@@ -94,7 +104,7 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
             }
         )
 
-    @dg.asset(key=rows_key, deps=[suite_key, *schema_snapshot_keys(config)], group_name=SUITES_GROUP,
+    @dg.asset(key=rows_key, deps=[suite_key(name), *schema_snapshot_keys(config)], group_name=SUITES_GROUP,
               kinds={"yaml"},
               description="The suite with rows regenerated from its SQL, written to the warehouse (the suite "
                           "file itself is changed only by `nl2sql-assets eval regenerate`).")

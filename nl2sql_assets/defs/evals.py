@@ -1,5 +1,6 @@
 """Assets for one suite's evaluation: case runs (config x pass), scoreboards (per config) with the
-regression gate as a blocking check, the report across configs, and benchmark records."""
+regression gate as a blocking check, the scoreboards' history, the report across configs, and
+benchmark records."""
 
 
 import time
@@ -9,12 +10,22 @@ from typing import Any
 
 import dagster as dg
 
+from nl2sql_assets.defs.keys import (
+    BOARDS_GROUP,
+    RECORDS_GROUP,
+    RUNS_GROUP,
+    benchmark_records_key,
+    case_runs_key,
+    eval_report_key,
+    regenerated_rows_key,
+    scoreboard_history_key,
+    scoreboards_key,
+)
 from nl2sql_assets.defs.partitions import CONFIG_X_PASS, CONFIGS
 from nl2sql_assets.defs.redaction import redact, safe_metadata
 from nl2sql_assets.defs.resources import ProjectResource
 from nl2sql_assets.defs.thresholds import board_metadata
 
-EVALS_GROUP = "evals"
 LLM_TAG = "nl2sql/llm"  # the run-queue tag of LLM-heavy jobs (dagster.yaml limits it)
 BUDGET_TAG = "nl2sql/budget_usd"
 
@@ -27,25 +38,26 @@ class RecordConfig(dg.Config):
 
 
 def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg.AssetKey] = ()) -> list:
-    """case_runs, scoreboards (with the gate), eval_report and benchmark_records for one suite."""
-    case_runs_key = dg.AssetKey(["case_runs", suite_name])
-    scoreboard_key = dg.AssetKey(["scoreboards", suite_name])
-    report_key = dg.AssetKey(["eval_report", suite_name])
-    records_key = dg.AssetKey(["benchmark_records", suite_name])
+    """Case runs, scoreboards (with the gate), their history, the report and the records of one suite."""
+    runs_key = case_runs_key(suite_name)
+    scoreboard_key = scoreboards_key(suite_name)
+    history_key = scoreboard_history_key(suite_name)
+    report_key = eval_report_key(suite_name)
+    records_key = benchmark_records_key(suite_name)
 
     @dg.asset(
-        key=case_runs_key,
-        deps=[dg.AssetKey(["regenerated_rows", suite_name]), *index_keys],
+        key=runs_key,
+        deps=[regenerated_rows_key(suite_name), *index_keys],
         partitions_def=CONFIG_X_PASS,
         backfill_policy=dg.BackfillPolicy.multi_run(1),
         pool="llm",
-        group_name=EVALS_GROUP,
+        group_name=RUNS_GROUP,
         kinds={"duckdb"},
         description=f"Every approved case of {suite_name} asked once per role, for one config and pass; "
                     "the case records go to the warehouse.",
     )
     def case_runs(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.reporting import build_report
+        from nl2sql_assets.evaluation.reporting import build_report, headline_metrics
         from nl2sql_assets.evaluation.running import RunRequest
 
         keys = context.partition_key.keys_by_dimension
@@ -66,9 +78,8 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         s = board.summary.total
         return dg.MaterializeResult(metadata=safe_metadata({
             "passed": s["pass"], "failed": s["fail"], "errors": s["error"], "skipped": s["skip"],
-            "execution_accuracy": board.accuracy.execution.rate,
-            "overall_accuracy": board.accuracy.overall.rate,
-            **board.summary_metrics(),  # what each scorer contributes, plotted over time
+            **headline_metrics(board, report.mode),  # only the measures that apply to the mode
+            **board.summary_metrics(),  # what each scorer contributes
             "cost_usd": board.cost.total_usd,
             "seconds": round(seconds, 3),
             "mode": report.mode,
@@ -78,40 +89,39 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
 
     @dg.asset(
         key=scoreboard_key,
-        deps=[case_runs_key],
+        deps=[runs_key],
         partitions_def=CONFIGS,
-        group_name=EVALS_GROUP,
+        group_name=BOARDS_GROUP,
         kinds={"json"},
         description="One config's board over all its passes: accuracies with 95% Wilson intervals, pass^k, "
-                    "determinism, cost and latency.",
+                    "determinism, cost and latency. Plots by partition compare the configs; "
+                    f"{history_key.to_user_string()} plots each config over time.",
     )
     def scoreboard(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
         from nl2sql_assets.evaluation.history import scoreboard_report
-        from nl2sql_assets.evaluation.reporting.report import save_report, to_markdown
+        from nl2sql_assets.evaluation.reporting import (
+            headline_metrics,
+            headline_rows,
+            save_report,
+            to_markdown,
+        )
         from nl2sql_assets.evaluation.running.modes import get_mode
 
         config = context.partition_key
         report = scoreboard_report(suite_name, config, project.warehouse)
         save_report(report, project.warehouse.scoreboard_path(suite_name, config))
+        # One point of the history for every scoreboard materialised, from the UI, a job or a backfill.
+        context.log_event(history_point(project, suite_name, history_key))
         board = next(iter(report.configs.values()))
         acc = board.accuracy
         return dg.MaterializeResult(metadata=safe_metadata({
-            "execution_accuracy": acc.execution.rate,
-            "execution_low": acc.execution.low,
-            "execution_high": acc.execution.high,
-            "lenient_accuracy": acc.lenient.rate,
-            "overall_accuracy": acc.overall.rate,
-            "pass_k": acc.pass_k.execution.rate,
+            "headline": _headline_table(headline_rows(board, report.mode)),
+            **headline_metrics(board, report.mode),  # only the measures that apply to the mode
             "passes": report.passes,
-            "cost_per_case_usd": board.cost.per_case_usd,
-            "latency_p95_s": board.latency.p95,
             "case_runs": (acc.execution if get_mode(report.mode).executes else acc.overall).total,
             **board.summary_metrics(),
             **board_metadata(report),  # execution success, per-domain rates, coverage, isolation
             "board": dg.MetadataValue.md(to_markdown(board)),
-            # Determinism needs two passes; with one there is nothing to plot.
-            **({"determinism": board.determinism.rate}
-               if board.determinism is not None and board.determinism.rate is not None else {}),
         }))
 
     @dg.asset_check(
@@ -125,10 +135,19 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
     def regression_gate(context: dg.AssetCheckExecutionContext, project: ProjectResource) -> dg.AssetCheckResult:
         return gate_check_result(project, suite_name, [context.partition_key])
 
+    scoreboard_history = dg.AssetSpec(
+        history_key,
+        deps=[scoreboard_key],
+        group_name=BOARDS_GROUP,
+        kinds={"json"},
+        description="Every config's headline under `<config>/<measure>`, recorded each time a scoreboard is "
+                    "materialised (however it was launched): its Plots show each config over time.",
+    )
+
     @dg.asset(
         key=report_key,
         deps=[scoreboard_key],
-        group_name=EVALS_GROUP,
+        group_name=BOARDS_GROUP,
         kinds={"json"},
         description="Every config's board side by side, with the cases on which they differ.",
     )
@@ -151,14 +170,14 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         key=records_key,
         deps=[scoreboard_key],
         partitions_def=CONFIGS,
-        group_name=EVALS_GROUP,
+        group_name=RECORDS_GROUP,
         kinds={"json"},
         description="Writes a benchmark record under benchmarks/ and rebuilds the results page, only when "
                     "launched with `record: true` (and a note).",
     )
     def benchmark_records(context: dg.AssetExecutionContext, config: RecordConfig,
                           project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.history.publish import publish
+        from nl2sql_assets.evaluation.history.publish import PublishError, publish
         from nl2sql_assets.evaluation.reporting.report import load_report
 
         path = project.warehouse.scoreboard_path(suite_name, context.partition_key)
@@ -171,18 +190,66 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         if not config.record:
             return dg.MaterializeResult(metadata={"recorded": False, "hint": dg.MetadataValue.text(
                 "launch with run config {record: true, note: ...} to write a record")})
-        result = publish([load_report(path)], note=config.note or None, root=project.root)
+        try:
+            result = publish([load_report(path)], note=config.note or None, root=project.root)
+        except PublishError as exc:  # e.g. this scoreboard is recorded already
+            raise dg.Failure(description=redact(f"not recorded: {exc}")) from None
         return dg.MaterializeResult(metadata=safe_metadata({
             "recorded": True,
             "records": dg.MetadataValue.json([str(p) for p in result.records]),
+            "pages": dg.MetadataValue.json([str(p) for p in result.written]),
         }))
 
-    return [case_runs, scoreboard, regression_gate, eval_report, benchmark_records]
+    return [case_runs, scoreboard, regression_gate, scoreboard_history, eval_report, benchmark_records]
+
+
+def _headline_table(rows: list[tuple[str, str]]) -> dg.TableMetadataValue:
+    """The headline as a two-column table of formatted cells (percentages, dollars, seconds)."""
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord({"measure": label, "value": cell}) for label, cell in rows],
+        schema=dg.TableSchema(columns=[dg.TableColumn("measure", "string"), dg.TableColumn("value", "string")]),
+    )
+
+
+def history_point(project: ProjectResource, suite_name: str, key: dg.AssetKey) -> dg.AssetMaterialization:
+    """Every stored scoreboard's headline under ``<config>/<measure>``, as one materialisation of
+    the history asset: one point in time, so each config's plots show its board over time. A
+    measure that does not apply to a config's mode is absent from it, never 0."""
+    from nl2sql_assets.evaluation.reporting import headline, load_report
+
+    warehouse = project.warehouse
+    numbers: dict[str, float] = {}
+    rows = []
+    for config in warehouse.scoreboards(suite_name):
+        report = load_report(warehouse.scoreboard_path(suite_name, config))
+        board = next(iter(report.configs.values()))
+        measures = headline(board, report.mode)
+        numbers.update({f"{config}/{m.key}": m.value for m in measures})
+        cells = {m.key: m.cell for m in measures}
+        accuracy = cells.get("execution_accuracy") or cells.get("accuracy", "n/a")
+        rows.append(dg.TableRecord({
+            "config": config, "mode": report.mode, "passes": report.passes,
+            "accuracy (95% CI)": accuracy, "lenient": cells.get("lenient_accuracy", "—"),
+            "pass^k": cells.get("pass_k", "—"), "cost per case": cells.get("cost_per_case_usd", "—"),
+            "latency p95": cells.get("latency_p95_s", "—"),
+            "board from (UTC)": f"{report.run_stamp.finished_at:%Y-%m-%d %H:%M}",
+        }))
+    columns = [dg.TableColumn("config", "string"), dg.TableColumn("mode", "string"), dg.TableColumn("passes", "int"),
+               *[dg.TableColumn(name, "string") for name in ("accuracy (95% CI)", "lenient", "pass^k",
+                                                              "cost per case", "latency p95", "board from (UTC)")]]
+    return dg.AssetMaterialization(asset_key=key, metadata=safe_metadata({
+        "latest": dg.MetadataValue.table(records=rows, schema=dg.TableSchema(columns=columns)),
+        **numbers,
+    }))
 
 
 def gate_check_result(project: ProjectResource, suite_name: str, configs: list[str]) -> dg.AssetCheckResult:
     """Gate each config's stored scoreboard; the flipped cases go into the metadata."""
     from nl2sql_assets.evaluation.history import gate_scoreboards
+
+    if not configs:
+        return dg.AssetCheckResult(passed=True, description="no scoreboard stored yet: nothing to gate",
+                                   metadata={"lost_count": 0, "gained_count": 0})
 
     with project.open() as proj:
         settings = proj.config.evals_config.gate
@@ -203,7 +270,7 @@ def gate_check_result(project: ProjectResource, suite_name: str, configs: list[s
 def build_gate_all_check(suite_name: str) -> dg.AssetChecksDefinition:
     """The same gate over every stored scoreboard, unpartitioned, for the sensor's check-only job."""
 
-    @dg.asset_check(asset=dg.AssetKey(["scoreboards", suite_name]), name="regression_gate_all_configs",
+    @dg.asset_check(asset=scoreboards_key(suite_name), name="regression_gate_all_configs",
                     description="The regression gate for every config with a stored scoreboard "
                                 "(run by the new-baseline sensor).")
     def regression_gate_all_configs(project: ProjectResource) -> dg.AssetCheckResult:

@@ -32,8 +32,9 @@ def _build_defs(config_path: Path) -> dg.Definitions:
     checks: list = []
     for name, path in suites:
         suite_asset, rows, drift = build_suite_assets(name, path, config)
-        case_runs, scoreboard, gate, report, records = build_eval_assets(name, path, schema_index_keys(config))
-        assets += [suite_asset, rows, case_runs, scoreboard, report, records]
+        case_runs, scoreboard, gate, history, report, records = build_eval_assets(
+            name, path, schema_index_keys(config))
+        assets += [suite_asset, rows, case_runs, scoreboard, history, report, records]
         checks += [drift, gate, build_gate_all_check(name), build_threshold_check(name)]
     jobs = build_jobs([name for name, _ in suites])
     automation = build_automation(config_path, jobs)

@@ -2,8 +2,9 @@
 
 It runs the same jobs the UI launches, in order: datasets (demo data, snapshots, suites,
 regenerated rows), case runs for each key-free config (pass 1), then its scoreboards with the
-blocking regression gate and the suite reports. The runs land in $DAGSTER_HOME, so
-``dagster dev`` shows them afterwards.
+blocking regression gate, their history and the suite reports. The runs land in $DAGSTER_HOME,
+so ``dagster dev`` shows them afterwards. A failed run stops the sequence: the runs that depend
+on it would only fail too, and stay red in the UI's run list for no reason of their own.
 """
 
 
@@ -15,6 +16,7 @@ import dagster as dg
 
 from nl2sql_assets.defs.automation import NIGHTLY_CONFIGS
 from nl2sql_assets.defs.factory import build_defs
+from nl2sql_assets.defs.keys import scoreboards_key
 from nl2sql_assets.defs.partitions import config_pass_key, register_configs
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ class KeyFreeRun:
     scoreboards: dict[str, dict] = field(default_factory=dict)  # "suite/config" -> metadata
     boards: dict[str, "EvalReport"] = field(default_factory=dict)  # "suite/config" -> the stored scoreboard
     checks: dict[str, bool] = field(default_factory=dict)  # check name -> passed
+    stopped_after: str | None = None  # the failed run after which nothing more was started
 
 
 def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tuple[str, ...] = NIGHTLY_CONFIGS,
@@ -40,26 +43,40 @@ def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tup
     warehouse = Warehouse.for_project(config_path.parent)
     register_configs(instance, list(configs))
     out = KeyFreeRun(ok=True)
+    suites = {scoreboards_key(Path(p).stem): Path(p).stem for p in _suite_paths(config_path)}
 
     def execute(job: str, partition: str | dg.MultiPartitionKey | None = None) -> dg.ExecuteInProcessResult:
         result = defs.resolve_job_def(job).execute_in_process(
             instance=instance, partition_key=partition, raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
-        out.runs[f"{job}[{partition}]" if partition else job] = result.success
+        name = f"{job}[{partition}]" if partition else job
+        out.runs[name] = result.success
         out.ok &= result.success
+        if not result.success:
+            out.stopped_after = name
         for evaluation in result.get_asset_check_evaluations():
             where = f"[{partition}]" if partition else ""
-            out.checks[f"{'/'.join(evaluation.asset_key.path)}{where}:{evaluation.check_name}"] = evaluation.passed
+            out.checks[f"{evaluation.asset_key.to_user_string()}{where}:{evaluation.check_name}"] = evaluation.passed
         return result
 
-    execute("datasets_job")
+    if not execute("datasets_job").success:
+        return out
     for config in configs:
-        execute("case_runs_job", config_pass_key(config, pass_index))
+        if not execute("case_runs_job", config_pass_key(config, pass_index)).success:
+            return out
         result = execute("scoreboards_job", config)
         for event in result.get_asset_materialization_events():
             mat = event.step_materialization_data.materialization
-            if mat.asset_key.path[0] == "scoreboards":
-                suite = mat.asset_key.path[-1]
+            if mat.asset_key in suites:
+                suite = suites[mat.asset_key]
                 out.scoreboards[f"{suite}/{config}"] = {k: v.value for k, v in mat.metadata.items()}
                 out.boards[f"{suite}/{config}"] = load_report(warehouse.scoreboard_path(suite, config))
+        if not result.success:
+            return out
     return out
+
+
+def _suite_paths(config_path: Path) -> list[Path]:
+    from nl2sql_assets.config import load_config
+
+    return [Path(p) for p in load_config(config_path).evals_config.suites]

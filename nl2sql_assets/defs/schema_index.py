@@ -1,4 +1,4 @@
-"""The ``schema_index/<datasource>`` assets: each datasource's schema embedded for retrieval and
+"""The ``<datasource>_schema_index`` assets: each datasource's schema embedded for retrieval and
 routing, written under the warehouse where the engine's retriever reads it."""
 
 
@@ -8,25 +8,26 @@ from collections.abc import Iterator
 import dagster as dg
 
 from nl2sql_assets.config import ProjectConfig
-from nl2sql_assets.defs.datasets import DATASETS_GROUP
+from nl2sql_assets.defs.keys import DATASETS_GROUP, schema_index_key, schema_snapshot_key
 from nl2sql_assets.defs.resources import ProjectResource
 
 
 def schema_index_keys(config: ProjectConfig) -> list[dg.AssetKey]:
-    return [dg.AssetKey(["schema_index", ds.id]) for ds in config.datasources]
+    return [schema_index_key(ds.id) for ds in config.datasources]
 
 
 def build_schema_index(config: ProjectConfig) -> dg.AssetsDefinition:
     """One index asset per datasource. An index whose schema fingerprint, model and entries are
     unchanged is reused as it is (metadata ``reused``), never embedded again."""
+    datasources = {schema_index_key(ds.id): ds.id for ds in config.datasources}
 
     @dg.multi_asset(
         specs=[
-            dg.AssetSpec(key, deps=[dg.AssetKey(["schema_snapshots", key.path[-1]])], group_name=DATASETS_GROUP,
+            dg.AssetSpec(schema_index_key(ds.id), deps=[schema_snapshot_key(ds.id)], group_name=DATASETS_GROUP,
                          kinds={"onnx", "json"},
                          description=f"Tables, columns, relationships, description and sample questions of "
-                                     f"datasource {key.path[-1]}, embedded with the local ONNX MiniLM.")
-            for key in schema_index_keys(config)
+                                     f"datasource {ds.id}, embedded with the local ONNX MiniLM.")
+            for ds in config.datasources
         ],
         can_subset=True,
         name="schema_index",
@@ -36,14 +37,13 @@ def build_schema_index(config: ProjectConfig) -> dg.AssetsDefinition:
 
         with project.open() as proj:
             store = IndexStore(proj.config, folder=project.warehouse.schema_index_dir)
-            for key in sorted(context.selected_asset_keys, key=lambda k: k.path[-1]):
-                ds_id = key.path[-1]
+            for ds_id in sorted(datasources[key] for key in context.selected_asset_keys):
                 started = time.perf_counter()
                 index = store.get(proj.registry.snapshot(ds_id))
                 seconds = time.perf_counter() - started
                 assert store.folder is not None
                 yield dg.MaterializeResult(
-                    asset_key=key,
+                    asset_key=schema_index_key(ds_id),
                     metadata={
                         "entries": len(index.entries),
                         "dimensions": index.dimensions,

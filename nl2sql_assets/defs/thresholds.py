@@ -5,6 +5,7 @@ from typing import Any
 
 import dagster as dg
 
+from nl2sql_assets.defs.keys import scoreboards_key
 from nl2sql_assets.defs.partitions import CONFIGS
 from nl2sql_assets.defs.redaction import redact, safe_metadata
 from nl2sql_assets.defs.resources import ProjectResource
@@ -66,7 +67,7 @@ def build_threshold_check(suite_name: str) -> dg.AssetChecksDefinition:
     threshold is still worth recording; the check says so in the UI and the CLI exits 1)."""
 
     @dg.asset_check(
-        asset=dg.AssetKey(["scoreboards", suite_name]),
+        asset=scoreboards_key(suite_name),
         name="thresholds",
         partitions_def=CONFIGS,
         description="evals.yaml's thresholds (execution success, accuracy, lenient accuracy, policy recall and "

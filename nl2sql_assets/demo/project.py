@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -191,11 +191,13 @@ def _duckdb_ok(ds: DatasourceConfig, tables: Sequence[str]) -> bool:
         adapter.close()
 
 
-def ensure_demo_data(config: ProjectConfig, *, chinook: Path | None = None) -> dict[str, Path]:
+def ensure_demo_data(config: ProjectConfig, *, chinook: Path | None = None,
+                     on_download: Callable[[str], None] | None = None) -> dict[str, Path]:
     """Make sure every demo datasource of ``config`` has its file: Chinook copied in (again, when the
     file there has another hash), ``support`` and ``webanalytics`` generated when missing or broken.
     Good files are left alone. Datasources that are not the demo's (by id, engine and file name) are
-    never touched. Returns id -> path of the demo datasources."""
+    never touched. Returns id -> path of the demo datasources. ``on_download(url)`` is told before
+    Chinook is downloaded (see ``resolve_chinook``)."""
     demo = {ds.id: ds for ds in config.datasources if _is_demo(ds)}
     out: dict[str, Path] = {}
     source: Path | None = None
@@ -203,7 +205,7 @@ def ensure_demo_data(config: ProjectConfig, *, chinook: Path | None = None) -> d
     def chinook_source() -> Path:
         nonlocal source
         if source is None:
-            source = resolve_chinook(chinook)
+            source = resolve_chinook(chinook, on_download=on_download)
         return source
 
     if "chinook" in demo:

@@ -148,7 +148,12 @@ def _background_loop() -> asyncio.AbstractEventLoop:
 
 
 def run_sync(coro: Coroutine[Any, Any, R]) -> R:
-    """Run ``coro`` to completion from synchronous code, on the shared background loop."""
+    """Run ``coro`` to completion from synchronous code, on the shared background loop (litellm's
+    logging worker is stopped afterwards: a worker left on this long-lived loop would be dropped
+    pending once another loop calls a model)."""
+    from nl2sql_assets.llm.client import releasing
+
+    coro = releasing(coro)
     loop = _background_loop()
     try:
         running = asyncio.get_running_loop()

@@ -15,13 +15,14 @@ at the source, so an echoed key never reaches a result, a record or a log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -32,6 +33,7 @@ from nl2sql_assets.llm.calls import LLMCall, Usage
 from nl2sql_assets.redact import protect_logger, redact
 
 T = TypeVar("T", bound=BaseModel)
+R = TypeVar("R")
 
 RUN_ID_HEADER = "X-NL2SQL-Run-Id"
 BACKOFF_BASE_S = 0.2
@@ -66,6 +68,46 @@ def _lib() -> Any:
                 _register_free(litellm, model)
             _litellm = litellm
     return _litellm
+
+
+async def release_logging_worker() -> None:
+    """Stop litellm's logging worker if it runs on this event loop (call it once this loop's LLM
+    work is done).
+
+    litellm keeps one logging task per process and moves it to whichever loop calls next; the
+    task it leaves behind on a loop that stays open (the engine's background loop) is dropped
+    while pending and destroyed later ("Task was destroyed but it is pending!"). We register no
+    litellm callbacks, so there is nothing to flush; the next call starts the worker again."""
+    if _litellm is None:
+        return
+    try:
+        from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER as worker
+    except ImportError:  # a litellm without the worker
+        return
+    # A call hands its log to a task of its own, which starts the worker on its first step: let
+    # the tasks spawned by the calls that just ended take that step first.
+    for _ in range(2):
+        await asyncio.sleep(0)
+    task = getattr(worker, "_worker_task", None)
+    if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+        return
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(worker.flush(), 2.0)  # the logs already queued run first
+    await worker.stop()
+
+
+async def releasing(coro: Coroutine[Any, Any, R]) -> R:
+    """``coro``, then litellm's logging worker flushed and stopped if it runs on this loop."""
+    try:
+        return await coro
+    finally:
+        await release_logging_worker()
+
+
+def run_on_new_loop(coro: Coroutine[Any, Any, R]) -> R:
+    """``asyncio.run(coro)`` for work that calls models: litellm's logging worker is done before
+    the loop closes, so nothing of it is carried to (or left pending on) another loop."""
+    return asyncio.run(releasing(coro))
 
 
 def _register_free(lib: Any, model: str) -> None:

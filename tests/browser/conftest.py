@@ -1,5 +1,7 @@
-"""Fixtures for the browser tests: a demo project with its datasets already materialised, a
-``dagster dev`` serving it on a free local port, and a headless Chromium driven by Selenium.
+"""Fixtures for the browser tests: a demo project with its datasets and a retrieval scoreboard
+already materialised, a ``dagster dev`` serving it on a free local port (started as the README says:
+quiet log level, the supersession warning silenced as ``scripts/_env.sh`` does), and a headless
+Chromium driven by Selenium.
 
 Without Chromium the tests skip, unless ``NL2SQL_REQUIRE_BROWSER=1`` (CI) turns that into a failure,
 so a CI image that lost its browser cannot pass silently.
@@ -30,7 +32,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 ARTIFACTS = REPO_ROOT / "artifacts" / "browser"
-UI_START_TIMEOUT_S = 60.0
+UI_START_TIMEOUT_S = 90.0
+# What scripts/_env.sh adds to PYTHONWARNINGS, and the README's start command.
+SUPERSESSION_FILTER = "ignore:Function `dev_command` is superseded:FutureWarning"
+DAGSTER_DEV = ("dagster", "dev", "--log-level", "warning")
 CHROME_ARGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
@@ -103,23 +108,27 @@ class DagsterUI:
 
 @pytest.fixture
 def prepared_project(browser_available: None, tmp_path: Path, demo_project: Path) -> tuple[Path, Path]:
-    """The demo project plus a Dagster home with the ``plans`` config registered and the datasets
-    materialised, so the browser part only has the evaluation left to do."""
+    """The demo project plus a Dagster home with configs ``plans`` and ``retrieval`` registered, the
+    datasets materialised and a ``retrieval`` scoreboard (pass 1), so the browser part has the
+    ``plans`` evaluation left to do and a retrieval board to gate."""
     import dagster as dg
 
     from nl2sql_assets.defs.factory import build_defs
-    from nl2sql_assets.defs.partitions import register_configs
+    from nl2sql_assets.defs.partitions import config_pass_key, register_configs
 
     home = tmp_path / "home"
     home.mkdir()
-    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(REPO_ROOT / "scripts" / "dagster.yaml", home / "dagster.yaml")
     config = demo_project / "nl2sql.yaml"
+    defs = build_defs(config)
+    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        register_configs(instance, ["plans"])
-        quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-        result = build_defs(config).resolve_job_def("datasets_job").execute_in_process(
-            instance=instance, run_config=quiet)
-        assert result.success, "datasets_job failed before the UI was even started"
+        register_configs(instance, ["plans", "retrieval"])
+        for job, partition in (("datasets_job", None), ("case_runs_job", config_pass_key("retrieval", 1)),
+                               ("scoreboards_job", "retrieval")):
+            result = defs.resolve_job_def(job).execute_in_process(instance=instance, partition_key=partition,
+                                                                  run_config=quiet)
+            assert result.success, f"{job} failed before the UI was even started"
     return config, home
 
 
@@ -140,13 +149,15 @@ def _stop(process: subprocess.Popen, grace_s: float = 15.0) -> float:
 
 @pytest.fixture
 def dagster_ui(tmp_path: Path, prepared_project: tuple[Path, Path]) -> Iterator[DagsterUI]:
-    """``dagster dev -w workspace.yaml`` from the repo root (webserver and daemons), on a free port."""
+    """The README's ``dagster dev --log-level warning`` from the repo root (webserver and daemons),
+    with ``-w workspace.yaml``, on a free port."""
     config, home = prepared_project
     port = free_port()
+    warnings = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), SUPERSESSION_FILTER]))
     env = dict(os.environ, NL2SQL_PROJECT=str(config), DAGSTER_HOME=str(home),
-               LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONUNBUFFERED="1")
+               LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONUNBUFFERED="1", PYTHONWARNINGS=warnings)
     log_path = tmp_path / "dagster_dev.log"
-    command = [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
+    command = [sys.executable, "-m", *DAGSTER_DEV, "-w", str(REPO_ROOT / "workspace.yaml"),
                "-h", "127.0.0.1", "-p", str(port)]
     base_url = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as log:

@@ -1,9 +1,11 @@
-"""The Dagster UI in a real (headless) Chromium: the evals graph is drawn, a user launches the key-free
-``plans`` evaluation by clicking Materialize on case_runs and then on the scoreboard, and reads the
-scoreboard's execution accuracy off the asset page.
+"""The Dagster UI in a real (headless) Chromium, as a user meets it: the lineage titles every node by
+what it is (no two alike, groups by stage), the user launches the key-free ``plans`` evaluation by
+clicking Materialize on the case runs and then on the scoreboard, twice, reads the scoreboard's
+headline, sees the history plotted over time, and after a doctored baseline reads the gate's failure
+with the lost cases listed.
 
-Runs are launched by clicking through the UI's partition dialog; only the waiting for a run to finish
-asks the UI's own GraphQL endpoint, which is what the Runs page polls too.
+Runs are launched by clicking through the UI's partition dialog; waiting for a run to finish, and
+checking what a chart was drawn from, ask the UI's own GraphQL endpoint (what its pages poll too).
 """
 
 from __future__ import annotations
@@ -22,6 +24,22 @@ from tests.browser.conftest import DagsterUI
 PAGE_TIMEOUT_S = 60.0
 RUN_TIMEOUT_S = 150.0
 TERMINAL = {"SUCCESS", "FAILURE", "CANCELED"}
+ASSET_MATERIALIZATIONS = """
+query History($path: [String!]!) {
+  assetOrError(assetKey: {path: $path}) {
+    ... on Asset { assetMaterializations(limit: 20) { timestamp metadataEntries { label } } }
+  }
+}
+"""
+SENSOR_TICKS = """
+query Ticks($name: String!) {
+  sensorOrError(sensorSelector: {repositoryLocationName: "nl2sql", repositoryName: "__repository__",
+                                 sensorName: $name}) {
+    __typename
+    ... on Sensor { sensorState { ticks(limit: 5) { status timestamp } } }
+  }
+}
+"""
 RECENT_RUNS = """
 query RecentRuns {
   runsOrError(limit: 25) {
@@ -115,13 +133,13 @@ def materialize_one_partition(page: Page, asset: str, keys: list[str], seen: set
     8-character run id prefix from the 'Launched run' toast (one not in ``seen``)."""
     page.open(f"/assets/{asset}")
     page.click("//button[normalize-space(.)='Materialize…']")
-    page.wait(lambda d: f"Launch runs to materialize {asset.replace('/', ' / ')}" in page.body_text(),
+    page.wait(lambda d: f"Launch runs to materialize {asset}" in page.body_text(),
               message=f"the launch dialog of {asset}")
     for index, key in enumerate(keys):
         pick_partition(page, index, key)
     launch = "//*[@role='dialog']//button[normalize-space(.)='Launch 1 run']"
     page.wait(lambda d: page.visible(launch), message="'Launch 1 run' (exactly one partition selected)")
-    page.screenshot(f"launch_dialog_{asset.split('/')[0]}.png")
+    page.screenshot(f"launch_dialog_{asset}.png")
     page.click(launch)
     new = page.wait(lambda d: set(re.findall(r"Launched run ([0-9a-f]{8})", page.body_text())) - seen,
                     message="the 'Launched run' toast")
@@ -155,57 +173,140 @@ def metadata_value(page: Page, key: str) -> str:
     return page.visible(f"{row}/td[last()]")[0].text.strip()
 
 
+def node_titles(page: Page) -> list[str]:
+    """The titles of the asset nodes drawn in full on a group's lineage (its own assets)."""
+    titles = "//div[contains(@class, 'AssetNode_assetName')]//div[@data-tooltip]"
+    return [e.get_attribute("data-tooltip") for e in page.visible(titles)]
+
+
+def wait_for_runs(ui: DagsterUI, where: Callable[[dict], bool], timeout: float, what: str) -> dict:
+    """The first finished run ``where`` accepts, polled from the UI's GraphQL endpoint."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        data = ui.graphql(RECENT_RUNS)["runsOrError"]
+        found = [r for r in data["results"] if where(r) and r["status"] in TERMINAL]
+        if found:
+            return found[0]
+        time.sleep(1.0)
+    raise AssertionError(f"no finished run of {what} after {timeout:.0f} s\n{ui.log_tail()}")
+
+
+def doctor_a_baseline(project: Path) -> list[str]:
+    """Record the stored retrieval scoreboard as a baseline in which every case passed; returns
+    the cases that fail now (what the gate must list as lost)."""
+    from nl2sql_assets.evaluation.history.records import records_from_report, write_record
+    from nl2sql_assets.evaluation.reporting import case_key, load_report
+
+    report = load_report(project / "warehouse" / "reports" / "chinook" / "retrieval.json")
+    (record,) = records_from_report(report, note="doctored: every case passed")
+    board = record.scoreboard
+    lost = sorted(case_key(r) for r in board.results if r.status != "pass")
+    passed = [r.model_copy(update={"status": "pass"}) for r in board.results]
+    write_record(record.model_copy(update={"scoreboard": board.model_copy(update={"results": passed}),
+                                           "run_digest": None}), project)
+    return lost
+
+
 @pytest.mark.browser
 @pytest.mark.slow
-@pytest.mark.timeout(420)
-def test_plans_evaluation_launched_from_the_ui_scores_full_execution_accuracy(
+@pytest.mark.timeout(720)
+def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
     dagster_ui: DagsterUI, chrome: Any, screenshot_dirs: list[Path]
 ) -> None:
+    from nl2sql_assets.defs.factory import build_defs
+    from nl2sql_assets.defs.keys import GROUPS
+
     page = Page(chrome, dagster_ui.base_url, screenshot_dirs)
     timings = {"dagster_dev_to_ui_s": dagster_ui.startup_s}
     launched: set[str] = set()
+    graph = build_defs(dagster_ui.project / "nl2sql.yaml").resolve_asset_graph()
+    expected = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
     try:
         # Same-origin page first, so the first-visit community dialog can be marked as seen.
         page.open("/server_info")
         chrome.execute_script("window.localStorage.setItem('communityNux', '\"1\"');")
 
-        # 1. The evals group's graph draws the case_runs and scoreboards nodes.
-        page.open("/locations/nl2sql/asset-groups/evals")
-        for asset in ("case_runs/chinook", "scoreboards/chinook"):
-            page.wait(lambda d, a=asset: page.visible(f"//a[starts-with(@href, '/assets/{a}?')]"),
-                      message=f"the {asset} node in the evals graph")
-        page.screenshot("asset_graph.png")
+        # 1. The lineage: every group (a stage) drawn open, and each node titled by what it is.
+        page.open("/asset-groups?expanded=" + ",".join(f"global@global:{g}" for g in GROUPS))
+        minimal = "//div[contains(@class, 'AssetNode_minimalName')]"
+        page.wait(lambda d: len(page.visible(minimal)) == len(expected),
+                  message=f"{len(expected)} nodes in the global lineage")
+        for group in GROUPS:
+            assert page.visible(f"//*[normalize-space(text())='{group}']"), f"group {group} not shown"
+        page.screenshot("lineage_global.png")
+        seen: list[str] = []
+        for group in GROUPS:
+            page.open(f"/locations/nl2sql/asset-groups/{group}")
+            mine = sorted(k for k, g in expected.items() if g == group)
+            page.wait(lambda d, m=mine: sorted(node_titles(page)) == m,
+                      message=f"the {group} group's nodes titled {mine}")
+            seen += node_titles(page)
+            page.screenshot(f"lineage_{group}.png")
+        assert len(seen) == len(set(seen)) == len(expected)  # no two nodes share a title
+        assert {"chinook_case_runs", "chinook_scoreboards", "chinook_schema_snapshot",
+                "chinook_schema_index", "chinook_suite"} <= set(seen)
 
-        # 2. Launch case_runs for (plans, pass 1), then the plans scoreboard, from the UI.
+        # 2. Launch case runs (plans, pass 1), then the plans scoreboard, from the UI.
         clicked = time.monotonic()
-        case_run = materialize_one_partition(page, "case_runs/chinook", ["plans", "1"], launched)
-        run = wait_for_run(dagster_ui, case_run)
+        run = wait_for_run(dagster_ui, materialize_one_partition(page, "chinook_case_runs", ["plans", "1"], launched))
         assert {t["key"]: t["value"] for t in run["tags"]}["dagster/partition"] == "plans|1"
         timings["case_runs_click_to_success_s"] = time.monotonic() - clicked
-
         scoreboard_clicked = time.monotonic()
-        scoreboard_run = materialize_one_partition(page, "scoreboards/chinook", ["plans"], launched)
-        run = wait_for_run(dagster_ui, scoreboard_run)
+        run = wait_for_run(dagster_ui, materialize_one_partition(page, "chinook_scoreboards", ["plans"], launched))
         assert {t["key"]: t["value"] for t in run["tags"]}["dagster/partition"] == "plans"
         finished = time.monotonic()
         timings["scoreboard_click_to_success_s"] = finished - scoreboard_clicked
         timings["materialize_click_to_finished_scoreboard_s"] = finished - clicked
-        timings["dagster_dev_to_finished_evaluation_s"] = finished - dagster_ui.started_at
 
-        # 3. The scoreboard page shows the plans partition's metadata: every case passed.
-        page.open("/assets/scoreboards/chinook?partition=plans")
-        accuracy = metadata_value(page, "execution_accuracy")
-        passes = metadata_value(page, "passes")
+        # 3. The scoreboard page: every case passed, and the headline is formatted.
+        page.open("/assets/chinook_scoreboards?partition=plans")
+        assert float(metadata_value(page, "execution_accuracy")) == 1.0
+        assert metadata_value(page, "passes") == "1"
+        page.wait(lambda d: "100.0% (97.3%–100.0%)" in page.body_text() and "$0.0000" in page.body_text(),
+                  message="the headline table with percentages and dollars")
         page.screenshot("scoreboard_plans.png")
-        assert float(accuracy) == 1.0, f"execution_accuracy shown as {accuracy!r}"
-        assert passes == "1"
 
-        page.open("/locations/nl2sql/asset-groups/evals")
-        for asset in ("case_runs/chinook", "scoreboards/chinook"):
-            filled = f"//a[@href='/assets/{asset}?view=partitions'][contains(., '% filled')]"
-            page.wait(lambda d, f=filled: any(not e.text.startswith("0%") for e in page.visible(f)),
-                      timeout=30, message=f"the {asset} node to show a filled partition")
-        page.screenshot("asset_graph_after.png")
+        # 4. A second pass and a second scoreboard: the history is plotted over time.
+        wait_for_run(dagster_ui, materialize_one_partition(page, "chinook_case_runs", ["plans", "2"], launched))
+        wait_for_run(dagster_ui, materialize_one_partition(page, "chinook_scoreboards", ["plans"], launched))
+        events = dagster_ui.graphql(ASSET_MATERIALIZATIONS, {"path": ["chinook_scoreboard_history"]})
+        points = [{e["label"] for e in m["metadataEntries"]} for m in events["assetOrError"]["assetMaterializations"]]
+        assert len(points) == 3  # the retrieval board before the UI started, then two plans boards
+        assert sum("plans/execution_accuracy" in p for p in points) == 2
+        assert sum("plans/pass_k" in p for p in points) == 1  # pass^k once there are two passes
+        assert not any(label.startswith("retrieval/execution") or label.startswith("retrieval/lenient")
+                       for p in points for label in p)  # no measure a retrieval board does not have
+        page.open("/assets/chinook_scoreboard_history")
+        page.click("//button[normalize-space(.)='Plots']")
+        for label in ("plans/execution_accuracy", "plans/execution_accuracy_low", "plans/pass_k",
+                      "retrieval/accuracy", "plans/cost_per_case_usd", "plans/latency_p95_s"):
+            page.wait(lambda d, x=label: page.visible(f"//*[normalize-space(text())='{x}']"),
+                      message=f"the {label} plot")
+        assert len(page.visible("//canvas")) >= 4  # a chart under each heading (its axes are drawn inside)
+        page.screenshot("history_plots.png")
+
+        # 5. A doctored baseline (every retrieval case passed) lands in benchmarks/ after the
+        # sensor's first tick: the sensor runs the gate once, and the check lists the lost cases.
+        page.wait(lambda d: dagster_ui.graphql(SENSOR_TICKS, {"name": "new_baseline_sensor"})
+                  ["sensorOrError"]["sensorState"]["ticks"], timeout=90, message="new_baseline_sensor's first tick")
+        assert not [r for r in dagster_ui.graphql(RECENT_RUNS)["runsOrError"]["results"]
+                    if r["jobName"] == "regression_gate_job"]  # its first tick started nothing
+        lost = doctor_a_baseline(dagster_ui.project)
+        assert lost
+        gate = wait_for_runs(dagster_ui, lambda r: r["jobName"] == "regression_gate_job", 120,
+                             "regression_gate_job from new_baseline_sensor")
+        assert gate["status"] == "SUCCESS"  # the check failed, the run did its job
+        page.open("/assets/chinook_scoreboards?view=checks&checkDetail=regression_gate_all_configs")
+        page.wait(lambda d: "regressed" in page.body_text() and lost[0] in page.body_text(),
+                  message=f"the failed gate listing lost case {lost[0]}")
+        text = page.body_text()
+        assert "Failed" in text and f"{len(lost)} case(s) went from pass to fail" in text
+        page.screenshot("gate_failure.png")
+
+        # 6. The terminal stayed quiet: no warning about dg or dagster.yaml, no sensor chatter.
+        log = dagster_ui.log_path.read_text(encoding="utf-8", errors="replace")
+        for noise in ("SupersessionWarning", "dagster.yaml", "Checking for new runs for sensor", "skipped"):
+            assert noise not in log, f"{noise!r} in the dagster dev log:\n{log[-3000:]}"
     except Exception:
         page.screenshot("failure.png")
         print(f"\n[browser] dagster dev log tail:\n{dagster_ui.log_tail()}")
@@ -214,6 +315,13 @@ def test_plans_evaluation_launched_from_the_ui_scores_full_execution_accuracy(
         report = {k: round(v, 2) for k, v in timings.items()}
         print("\n[browser] timings: " + ", ".join(f"{k}={v:.1f}s" for k, v in report.items()))
         (screenshot_dirs[0] / "timings.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+def test_the_browser_test_starts_dagster_dev_as_the_readme_and_env_script_say() -> None:
+    from tests.browser.conftest import DAGSTER_DEV, REPO_ROOT, SUPERSESSION_FILTER
+
+    assert SUPERSESSION_FILTER in (REPO_ROOT / "scripts" / "_env.sh").read_text(encoding="utf-8")
+    assert " ".join(DAGSTER_DEV) in (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(("required", "outcome"), [(None, pytest.skip.Exception), ("1", pytest.fail.Exception)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def test_register_refuses_a_bad_name_before_adding_anything(instance):
 
 def test_new_baseline_starts_exactly_one_gate_run_and_the_next_tick_none(demo_project: Path, instance):
     defs = build_defs(demo_project / "nl2sql.yaml")
-    sensor = defs.get_sensor_def("new_baseline_sensor")
+    sensor = defs.resolve_sensor_def("new_baseline_sensor")
     folder = demo_project / "benchmarks" / "plans" / "chinook"
     folder.mkdir(parents=True)
 
@@ -50,12 +51,48 @@ def test_new_baseline_starts_exactly_one_gate_run_and_the_next_tick_none(demo_pr
     assert third.run_requests == []
 
 
+def test_records_already_there_on_the_first_tick_start_nothing(demo_project: Path, instance):
+    """`dagster dev` on a checkout with committed records: the first tick only notes them."""
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    sensor = defs.resolve_sensor_def("new_baseline_sensor")
+    folder = demo_project / "benchmarks" / "plans" / "chinook"
+    folder.mkdir(parents=True)
+    old = folder / "2026-11-28_abcdef0_plans.json"
+    old.write_text(json.dumps({"schema": 2}), encoding="utf-8")
+
+    first = sensor(dg.build_sensor_context(instance=instance, cursor=None, definitions=defs))
+    assert first.run_requests == [] and first.skip_reason is None
+    assert "plans/chinook/2026-11-28_abcdef0_plans.json" in json.loads(first.cursor)
+    again = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor, definitions=defs))
+    assert again.run_requests == [] and again.skip_reason is None
+
+    os.utime(old, (old.stat().st_atime, old.stat().st_mtime + 10))  # the record changed after the start
+    changed = sensor(dg.build_sensor_context(instance=instance, cursor=again.cursor, definitions=defs))
+    assert len(changed.run_requests) == 1
+
+
+def test_the_nightly_scoreboard_sensor_passes_over_other_runs_quietly(demo_project: Path, instance):
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    sensor = defs.resolve_sensor_def("scoreboard_after_nightly")
+    run = dg.DagsterRun(job_name="case_runs_job", tags={"dagster/partition/config": "plans"})
+    event = dg.DagsterEvent(event_type_value="PIPELINE_SUCCESS", job_name="case_runs_job")
+    ctx = dg.build_run_status_sensor_context(sensor_name="scoreboard_after_nightly", dagster_instance=instance,
+                                             dagster_run=run, dagster_event=event)
+    assert sensor(ctx) is None  # a launch from the UI: nothing to do, no skip message
+    nightly = dg.build_run_status_sensor_context(
+        sensor_name="scoreboard_after_nightly", dagster_instance=instance, dagster_event=event,
+        dagster_run=dg.DagsterRun(job_name="case_runs_job", run_id="r1",
+                                  tags={"dagster/partition/config": "plans", "nl2sql/nightly": "true"}))
+    request = sensor(nightly)
+    assert (request.partition_key, request.run_key) == ("plans", "scoreboards:r1")
+
+
 def test_config_sensor_registers_key_free_configs_presets_and_project_files(demo_project: Path, instance):
     (demo_project / "configs").mkdir()
     (demo_project / "configs" / "my-model.yaml").write_text(
         "default: {model: openai/gpt-4o-mini}\n", encoding="utf-8")
     defs = build_defs(demo_project / "nl2sql.yaml")
-    sensor = defs.get_sensor_def("llm_config_sensor")
+    sensor = defs.resolve_sensor_def("llm_config_sensor")
     with dg.build_sensor_context(instance=instance, definitions=defs,
                                  resources={"project": defs.resources["project"]}) as ctx:
         result = sensor(ctx)
@@ -66,7 +103,7 @@ def test_config_sensor_registers_key_free_configs_presets_and_project_files(demo
 
 def test_nightly_schedule_requests_the_key_free_configs_pass_one(demo_project: Path, instance):
     defs = build_defs(demo_project / "nl2sql.yaml")
-    schedule = defs.get_schedule_def("nightly_keyfree")
+    schedule = defs.resolve_schedule_def("nightly_keyfree")
     assert schedule.cron_schedule == "0 2 * * *"
     assert schedule.execution_timezone == "UTC"
     ctx = dg.build_schedule_context(instance=instance, repository_def=defs.get_repository_def(),
@@ -81,11 +118,11 @@ def test_nightly_schedule_requests_the_key_free_configs_pass_one(demo_project: P
 def test_definitions_validate_and_default_statuses(demo_project: Path):
     defs = build_defs(demo_project / "nl2sql.yaml")
     defs.resolve_all_job_defs()
-    assert defs.get_sensor_def("new_baseline_sensor").default_status == dg.DefaultSensorStatus.RUNNING
-    assert defs.get_schedule_def("nightly_keyfree").default_status == dg.DefaultScheduleStatus.STOPPED
+    assert defs.resolve_sensor_def("new_baseline_sensor").default_status == dg.DefaultSensorStatus.RUNNING
+    assert defs.resolve_schedule_def("nightly_keyfree").default_status == dg.DefaultScheduleStatus.STOPPED
     keys = {"/".join(k.path) for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert {"case_runs/chinook", "scoreboards/chinook", "eval_report/chinook", "benchmark_records/chinook",
-            "suites/chinook", "regenerated_rows/chinook", "demo_datasets", "schema_snapshots/chinook"} <= keys
+    assert {"chinook_case_runs", "chinook_scoreboards", "chinook_eval_report", "chinook_benchmark_records",
+            "chinook_suite", "chinook_regenerated_rows", "demo_datasets", "chinook_schema_snapshot"} <= keys
 
 
 def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path, demo_project: Path):
@@ -94,7 +131,7 @@ def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path
     import shutil
 
     repo = Path(__file__).resolve().parents[2]
-    shutil.copyfile(repo / "dagster.yaml", tmp_path / "dagster.yaml")
+    shutil.copyfile(repo / "scripts" / "dagster.yaml", tmp_path / "dagster.yaml")
     with dg.DagsterInstance.from_config(str(tmp_path)) as inst:
         cfg = inst.get_concurrency_config()
     assert cfg.pool_config.default_pool_limit == 2
@@ -102,7 +139,7 @@ def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path
     assert cfg.run_queue_config.tag_concurrency_limits == [{"key": "nl2sql/llm", "value": "true", "limit": 2}]
 
     defs = build_defs(demo_project / "nl2sql.yaml")
-    case_runs = defs.resolve_assets_def(dg.AssetKey(["case_runs", "chinook"]))
+    case_runs = defs.resolve_assets_def(dg.AssetKey("chinook_case_runs"))
     assert case_runs.op.pool == "llm"
     assert defs.resolve_job_def("case_runs_job").tags["nl2sql/llm"] == "true"
     assert case_runs.backfill_policy == dg.BackfillPolicy.multi_run(1)

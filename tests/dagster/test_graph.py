@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from nl2sql_assets.defs.factory import build_defs
 from nl2sql_assets.defs.partitions import config_pass_key, register_configs
@@ -28,8 +29,8 @@ def test_datasets_job_materialises_snapshots_suites_and_regenerated_rows(demo_pr
     result = _run(defs, "datasets_job", instance)
     assert result.success
     mats = _materialized(result)
-    assert {"demo_datasets", "schema_snapshots/chinook", "schema_snapshots/support",
-            "schema_snapshots/webanalytics", "suites/chinook", "regenerated_rows/chinook"} <= set(mats)
+    assert {"demo_datasets", "chinook_schema_snapshot", "support_schema_snapshot",
+            "webanalytics_schema_snapshot", "chinook_suite", "chinook_regenerated_rows"} <= set(mats)
 
     from nl2sql_assets.datasources.registry import DatasourceRegistry
     from nl2sql_assets.evaluation.suites import suite_digest
@@ -37,12 +38,12 @@ def test_datasets_job_materialises_snapshots_suites_and_regenerated_rows(demo_pr
 
     project = Project.load(demo_project / "nl2sql.yaml")
     with DatasourceRegistry(project.config) as registry:
-        assert mats["schema_snapshots/chinook"]["fingerprint"] == registry.snapshot("chinook").fingerprint()
-        assert mats["schema_snapshots/chinook"]["tables"] == 11
-    assert mats["suites/chinook"]["digest"] == suite_digest(demo_project / "suites" / "chinook.yaml")
-    assert mats["suites/chinook"]["approved"] == 76  # 47 questions and 29 policy probes
-    assert mats["regenerated_rows/chinook"]["failed"] == 0
-    assert mats["regenerated_rows/chinook"]["matches_suite_file"] is True
+        assert mats["chinook_schema_snapshot"]["fingerprint"] == registry.snapshot("chinook").fingerprint()
+        assert mats["chinook_schema_snapshot"]["tables"] == 11
+    assert mats["chinook_suite"]["digest"] == suite_digest(demo_project / "suites" / "chinook.yaml")
+    assert mats["chinook_suite"]["approved"] == 76  # 47 questions and 29 policy probes
+    assert mats["chinook_regenerated_rows"]["failed"] == 0
+    assert mats["chinook_regenerated_rows"]["matches_suite_file"] is True
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {"suite_file_is_regenerated": True}
 
@@ -67,24 +68,33 @@ def test_plans_two_passes_give_a_scoreboard_with_pass_k_and_determinism(demo_pro
     for p in (1, 2):
         result = _run(defs, "case_runs_job", instance, config_pass_key("plans", p))
         assert result.success
-        meta = _materialized(result)["case_runs/chinook"]
+        meta = _materialized(result)["chinook_case_runs"]
         assert (meta["failed"], meta["errors"]) == (0, 0)
         assert meta["passed"] == 178  # 47 cases x 3 roles, and 37 role runs of 29 policy probes
     result = _run(defs, "scoreboards_job", instance, "plans")
     assert result.success
     (thresholds,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "thresholds"]
     assert thresholds.passed and thresholds.metadata["measured[min_policy_recall]"].value == 1.0
-    board = _materialized(result)["scoreboards/chinook"]
+    board = _materialized(result)["chinook_scoreboards"]
     assert board["passes"] == 2
     assert board["execution_accuracy"] == 1.0
+    assert (board["execution_accuracy_low"], board["execution_accuracy_high"]) == pytest.approx((0.987, 1.0), abs=1e-3)
+    assert board["lenient_accuracy"] == 1.0
     assert board["pass_k"] == 1.0
     assert board["determinism"] == 1.0
+    assert board["cost_per_case_usd"] == 0.0 and board["latency_p95_s"] > 0
     assert "execution" in board["board"].lower()
     # What the board adds beside accuracy: policy precision and recall, execution success, coverage.
     assert (board["policy_precision"], board["policy_recall"], board["policy_false_negatives"]) == (1.0, 1.0, 0)
     assert board["execution_success"] == 1.0 and board["execution_success[chinook]"] == 1.0
     assert (board["query_count"], board["probe_count"], board["unique_case_count"]) == (47, 29, 76)
     assert "| chinook |" in board["domains"] and "plan cache" in board["isolation"]
+    # The table shows the same numbers formatted: percentages with their interval, dollars, seconds.
+    headline = {r["measure"]: r["value"] for r in (rec.data for rec in board["headline"].records)}
+    assert headline["execution accuracy (95% CI)"] == "100.0% (98.7%–100.0%)"  # 282 runs
+    assert headline["pass^2 (cases passed in all 2 passes)"] == "100.0% (97.3%–100.0%)"  # 141 cases
+    assert headline["cost per case"] == "$0.0000"
+    assert headline["latency p95"].endswith(" s")
     # The warehouse answers the same question in SQL.
     from nl2sql_assets.evaluation.history.warehouse import Warehouse
 
@@ -100,7 +110,7 @@ def test_gate_check_fails_on_a_regression_and_stops_benchmark_records(demo_proje
     assert _run(defs, "case_runs_job", instance, config_pass_key("plans", 1)).success
     # Record the healthy run as the baseline.
     recorded = _run(defs, "benchmark_records_job", instance, "plans",
-                    run_config={"ops": {"benchmark_records__chinook": {"config": {"record": True,
+                    run_config={"ops": {"chinook_benchmark_records": {"config": {"record": True,
                                                                                    "note": "baseline"}}}})
     assert recorded.success
     records = sorted((demo_project / "benchmarks" / "plans" / "chinook").glob("*.json"))
@@ -121,7 +131,7 @@ def test_gate_check_fails_on_a_regression_and_stops_benchmark_records(demo_proje
     assert _run(defs, "case_runs_job", instance, config_pass_key("plans", 1)).success
 
     result = _run(defs, "benchmark_records_job", instance, "plans",
-                  run_config={"ops": {"benchmark_records__chinook": {"config": {"record": True, "note": "x"}}}})
+                  run_config={"ops": {"chinook_benchmark_records": {"config": {"record": True, "note": "x"}}}})
     assert not result.success
     (gate,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "regression_gate"]
     assert gate.passed is False
@@ -130,13 +140,13 @@ def test_gate_check_fails_on_a_regression_and_stops_benchmark_records(demo_proje
     assert all("@" in key for key in lost["plans/execution"])
     assert gate.metadata["lost_count"].value == len(lost["plans/execution"])
     # benchmark_records did not run: still exactly one record.
-    assert "benchmark_records/chinook" not in _materialized(result)
+    assert "chinook_benchmark_records" not in _materialized(result)
     assert sorted((demo_project / "benchmarks" / "plans" / "chinook").glob("*.json")) == records
 
     # Materialised on its own (no blocking check in that run), the records asset gates itself.
-    records_asset = defs.resolve_assets_def(dg.AssetKey(["benchmark_records", "chinook"]))
+    records_asset = defs.resolve_assets_def(dg.AssetKey("chinook_benchmark_records"))
     alone = dg.materialize([records_asset], partition_key="plans", instance=instance, raise_on_error=False,
-                           run_config={"ops": {"benchmark_records__chinook": {"config": {"record": True,
+                           run_config={"ops": {"chinook_benchmark_records": {"config": {"record": True,
                                                                                           "note": "x"}}}})
     assert not alone.success
     assert sorted((demo_project / "benchmarks" / "plans" / "chinook").glob("*.json")) == records
@@ -158,36 +168,82 @@ def test_scoreboard_report_file_is_a_loadable_eval_report(demo_project: Path, in
 def test_schema_index_then_a_retrieval_partition_and_its_scoreboard(demo_project: Path, instance):
     defs = build_defs(demo_project / "nl2sql.yaml")
     keys = {"/".join(k.path) for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert {"schema_index/chinook", "schema_index/support", "schema_index/webanalytics"} <= keys
-    case_runs = defs.resolve_asset_graph().get(dg.AssetKey(["case_runs", "chinook"]))
-    assert dg.AssetKey(["schema_index", "chinook"]) in case_runs.parent_keys
+    assert {"chinook_schema_index", "support_schema_index", "webanalytics_schema_index"} <= keys
+    case_runs = defs.resolve_asset_graph().get(dg.AssetKey("chinook_case_runs"))
+    assert dg.AssetKey("chinook_schema_index") in case_runs.parent_keys
 
     # datasets_job builds the indexes; a second materialisation reuses them untouched.
     first = _materialized(_run(defs, "datasets_job", instance))
-    index = first["schema_index/chinook"]
+    index = first["chinook_schema_index"]
     assert (index["dimensions"], index["reused"]) == (384, False)
     assert index["entries"] == 1 + 12 + 11 + 64 + 11  # description, questions, tables, columns, keys
     path = demo_project / "warehouse" / "schema_index" / "chinook.json"
     assert index["path"] == str(path) and path.is_file()
     stamp = path.stat().st_mtime_ns
     again = _run(defs, "datasets_job", instance)
-    assert _materialized(again)["schema_index/chinook"]["reused"] is True and path.stat().st_mtime_ns == stamp
+    assert _materialized(again)["chinook_schema_index"]["reused"] is True and path.stat().st_mtime_ns == stamp
 
     register_configs(instance, ["retrieval"])
     result = _run(defs, "case_runs_job", instance, config_pass_key("retrieval", 1))
     assert result.success
-    meta = _materialized(result)["case_runs/chinook"]
+    meta = _materialized(result)["chinook_case_runs"]
     assert meta["mode"] == "retrieval" and meta["errors"] == 0 and meta["cost_usd"] == 0.0
     assert meta["passed"] + meta["failed"] == 93  # 43 answerable cases x their allowed roles
     assert meta["table_recall"] > 0.8 and 0.0 <= meta["column_recall"] <= 1.0
 
+    # A mode that executes nothing has no execution accuracy: absent, never 0.
+    assert "execution_accuracy" not in meta and meta["accuracy"] == meta["passed"] / 93
+
     result = _run(defs, "scoreboards_job", instance, "retrieval")
     assert result.success
-    board = _materialized(result)["scoreboards/chinook"]
+    board = _materialized(result)["chinook_scoreboards"]
     assert board["case_runs"] == 93 and board["table_recall"] == meta["table_recall"]
+    assert {"execution_accuracy", "lenient_accuracy", "pass_k", "determinism"}.isdisjoint(board)
+    assert board["accuracy"] == meta["accuracy"] and board["accuracy_low"] < board["accuracy"]
     assert "Retrieval: table recall" in board["board"] and "Routing: top-1" in board["board"]
     from nl2sql_assets.evaluation.reporting.report import EvalReport
 
     report = EvalReport.model_validate_json(
         (demo_project / "warehouse" / "reports" / "chinook" / "retrieval.json").read_text(encoding="utf-8"))
     assert report.mode == "retrieval" and report.settings["k_tables"] == 8
+
+
+def test_the_scoreboard_history_plots_each_config_over_time(demo_project: Path, instance):
+    """Each scoreboard run adds one point per config with a board, under ``<config>/<measure>``; a
+    measure that does not apply to a config's mode is absent (never 0)."""
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    register_configs(instance, ["plans", "retrieval"])
+    assert _run(defs, "datasets_job", instance).success
+    for config in ("plans", "retrieval"):
+        assert _run(defs, "case_runs_job", instance, config_pass_key(config, 1)).success
+    first = _materialized(_run(defs, "scoreboards_job", instance, "plans"))["chinook_scoreboard_history"]
+    assert len(first["latest"].records) == 1
+    assert first["plans/execution_accuracy"] == 1.0 and first["plans/lenient_accuracy"] == 1.0
+    assert "plans/pass_k" not in first  # one pass: no pass^k yet
+
+    second = _materialized(_run(defs, "scoreboards_job", instance, "retrieval"))["chinook_scoreboard_history"]
+    assert len(second["latest"].records) == 2
+    assert second["plans/execution_accuracy"] == 1.0
+    assert 0 < second["retrieval/accuracy"] < 1
+    assert second["retrieval/accuracy_low"] < second["retrieval/accuracy"] < second["retrieval/accuracy_high"]
+    assert not [k for k in second if k.startswith("retrieval/") and ("execution" in k or "lenient" in k)]
+    assert second["retrieval/cost_per_case_usd"] == 0.0
+    rows = {r.data["config"]: r.data for r in second["latest"].records}
+    assert rows["plans"]["accuracy (95% CI)"] == "100.0% (97.3%–100.0%)"
+    assert rows["retrieval"]["lenient"] == "—" and rows["retrieval"]["cost per case"] == "$0.0000"
+
+    # Two materialisations in the instance: the Plots view draws each measure over time.
+    history = instance.fetch_materializations(dg.AssetKey("chinook_scoreboard_history"), limit=10).records
+    assert len(history) == 2
+    assert [("retrieval/accuracy" in r.asset_materialization.metadata) for r in history] == [True, False]
+
+
+def test_a_failed_run_stops_the_key_free_pipeline_before_the_runs_that_depend_on_it(demo_project: Path,
+                                                                                      instance):
+    from nl2sql_assets.defs.keyfree import run_keyfree
+
+    (demo_project / "suites" / "chinook.yaml").write_text("cases: [\n", encoding="utf-8")  # broken YAML
+    run = run_keyfree(demo_project / "nl2sql.yaml", instance)
+    assert not run.ok and run.stopped_after == "datasets_job"
+    assert run.runs == {"datasets_job": False}
+    assert len(instance.get_runs()) == 1  # no case runs or scoreboards failing after it

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_dagster_definitions_validate_passes_at_the_repo_root(tmp_path: Path):
     home = tmp_path / "home"
     home.mkdir()
-    shutil.copyfile(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copyfile(ROOT / "scripts" / "dagster.yaml", home / "dagster.yaml")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     env.pop("NL2SQL_PROJECT", None)
     dagster = Path(sys.executable).with_name("dagster")

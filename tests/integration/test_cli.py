@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +239,11 @@ def _record_copy(baseline: Baseline, folder: Path, **changes: Any) -> Path:
     return folder / "benchmarks"
 
 
+def _empty_folder(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
 def _json_file(path: Path, data: Any) -> Path:
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
@@ -247,8 +253,18 @@ EXIT_2_CASES: dict[str, tuple[Callable[[Baseline, Path, pytest.MonkeyPatch], lis
     "missing-baseline": (
         lambda b, t, mp: ["--cases", "chinook_010", "--baseline", t / "no-such-folder"],
         "no such file or folder"),
+    "empty-benchmarks-folder": (
+        lambda b, t, mp: ["--cases", "chinook_010", "--baseline", _empty_folder(t / "benchmarks")],
+        "benchmarks/ holds no record of mode plans. Run without --baseline"),
     "no-record-for-the-mode": (
         lambda b, t, mp: ["--cases", "chinook_010", "--baseline", _record_copy(b, t, kind="full")],
+        "benchmarks/ holds no record of mode plans"),
+    "no-record-for-the-config": (
+        lambda b, t, mp: ["--cases", "chinook_010", "--baseline", _record_copy(b, t, **{"config.name": "other"})],
+        "holds no record of mode plans for config plans (it has other)"),
+    "no-record-for-the-database": (
+        lambda b, t, mp: ["--cases", "chinook_010", "--baseline",
+                          _record_copy(b, t, **{"database.datasource_id": "support"})],
         "no baseline record for mode plans, database chinook, config plans"),
     "incomparable-suite-digest": (
         lambda b, t, mp: ["--cases", "chinook_010", "--baseline", _record_copy(b, t, **{"dataset.digest": "0" * 64})],
@@ -262,7 +278,8 @@ EXIT_2_CASES: dict[str, tuple[Callable[[Baseline, Path, pytest.MonkeyPatch], lis
 }
 
 
-REFUSED_BEFORE_THE_RUN = {"missing-baseline", "out-is-a-folder", "unknown-case", "llm-with-plans"}
+REFUSED_BEFORE_THE_RUN = {"missing-baseline", "empty-benchmarks-folder", "no-record-for-the-mode",
+                          "no-record-for-the-config", "out-is-a-folder", "unknown-case", "llm-with-plans"}
 
 
 @pytest.mark.parametrize("name", list(EXIT_2_CASES))
@@ -280,6 +297,8 @@ def test_usage_and_baseline_problems_exit_2(
     assert len(err.strip().splitlines()) == 1, err  # one line, not a dump
     if name in REFUSED_BEFORE_THE_RUN:  # nothing was asked (a paid run must not be wasted on a typo)
         assert not out_file.exists() and "execution accuracy" not in out
+    if name.startswith(("empty-", "no-record-for-the-mode", "no-record-for-the-config")):
+        assert "no baseline yet" in err and "eval publish" in err
 
 
 @pytest.mark.parametrize("value", ["1", "true", "false", ""])
@@ -486,7 +505,23 @@ def test_publish_writes_a_record_the_pages_and_never_overwrites(
     assert "| plans | chinook | plans |" in block and "100.0%" in block
     first_bytes = expected.read_bytes()
 
+    assert f"updated {root / 'docs' / 'benchmarks.md'}" in out
+    assert f"updated {root / 'README.md'} (its results block)" in out
+
+    # The same report again, even with another note: refused, nothing written.
+    pages = (root / "docs" / "benchmarks.md").read_bytes()
     code, out, err = cli("eval", "publish", baseline.report, "--note", "again", "--root", root)
+    assert code == 2
+    assert f"already recorded as {expected.relative_to(root)}; nothing was written" in err
+    assert [p.name for p, _ in iter_records(root / "benchmarks")] == [expected.name]
+    assert (root / "docs" / "benchmarks.md").read_bytes() == pages
+
+    # Another run of the same day and config takes the next name; the first record is untouched.
+    later = report.model_copy(update={"run_stamp": stamp.model_copy(
+        update={"started_at": stamp.started_at + timedelta(seconds=1)})})
+    other = tmp_path / "eval_plans_later.json"
+    later.save(other)
+    code, out, err = cli("eval", "publish", other, "--note", "again", "--root", root)
     assert code == 0, err
     second = expected.with_name(expected.stem + "-2.json")
     assert f"recorded {second}" in out
@@ -496,6 +531,42 @@ def test_publish_writes_a_record_the_pages_and_never_overwrites(
     assert "again" in (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
 
 
+def test_publish_in_a_project_without_a_readme_names_only_what_it_wrote(
+    baseline: Baseline, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    root = tmp_path / "demo-like"
+    root.mkdir()
+    code, out, err = cli("eval", "publish", baseline.report, "--root", root)
+    assert code == 0, err
+    assert "README" not in out + err and not (root / "README.md").exists()
+    lines = out.splitlines()
+    assert lines[0].startswith(f"recorded {root / 'benchmarks' / 'plans'}")
+    assert lines[1:] == [f"updated {root / 'docs' / 'benchmarks.md'}"]
+
+
+def test_a_record_carries_the_commit_of_the_project_it_ran_in(
+    demo_project: Path, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """Outside git a run records no commit; inside the project's own repository, that commit."""
+    argv = ["--config", demo_project / "nl2sql.yaml", "eval", "run", "--mode", "plans", "--cases", "chinook_010"]
+    code, _, err = cli(*argv)
+    assert code == 0, err
+    assert load_report(demo_project / "eval_plans.json").run_stamp.git_commit == "unknown"
+
+    git = shutil.which("git")
+    assert git is not None
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
+    for step in (["init", "-q"], ["add", "nl2sql.yaml", "evals.yaml", "suites"], ["commit", "-q", "-m", "demo"]):
+        subprocess.run([git, *step], cwd=demo_project, env=env, check=True, capture_output=True)
+    head = subprocess.run([git, "rev-parse", "HEAD"], cwd=demo_project, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    code, _, err = cli(*argv)
+    assert code == 0, err
+    stamp = load_report(demo_project / "eval_plans.json").run_stamp
+    assert stamp.git_commit == head
+
+
 # ================================================================ configs and the Dagster pipeline
 
 
@@ -503,7 +574,7 @@ def test_publish_writes_a_record_the_pages_and_never_overwrites(
 def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "dagster_home"
     home.mkdir()
-    shutil.copyfile(REPO / "dagster.yaml", home / "dagster.yaml")
+    shutil.copyfile(REPO / "scripts" / "dagster.yaml", home / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     return home
 
@@ -550,6 +621,33 @@ def test_dagster_commands_without_dagster_home_exit_2(
     assert "DAGSTER_HOME is not set" in err
 
 
+def test_pipeline_run_without_chinook_says_what_to_do_and_starts_no_run(
+    demo_project: Path, dagster_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    import dagster as dg
+
+    from nl2sql_assets.datasources import chinook
+
+    (demo_project / "data" / "chinook.sqlite").unlink()
+    monkeypatch.delenv("NL2SQL_CHINOOK", raising=False)
+    monkeypatch.setenv("NL2SQL_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(chinook, "CHINOOK_URL", "http://127.0.0.1:9/Chinook_Sqlite.sqlite")  # nothing listens
+    monkeypatch.setenv("NL2SQL_COMMAND", "bash scripts/main")
+    code, out, err = cli("--config", demo_project / "nl2sql.yaml", "pipeline", "run")
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) <= 4, err
+    assert "downloading it once from http://127.0.0.1:9/" in lines[0]
+    assert "error: no Chinook database: NL2SQL_CHINOOK is not set, none is cached at" in err
+    assert "bash scripts/main --chinook /path/to/Chinook_Sqlite.sqlite" in err
+    assert "NL2SQL_CHINOOK=/path/to/Chinook_Sqlite.sqlite bash scripts/main" in err
+    assert "Traceback" not in err
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        assert instance.get_runs() == []  # nothing for the UI to show as failed
+
+
 def test_pipeline_run_materialises_the_key_free_evaluation(
     demo_project: Path, dagster_home: Path, cli: Callable[..., tuple[int, str, str]]
 ) -> None:
@@ -557,7 +655,7 @@ def test_pipeline_run_materialises_the_key_free_evaluation(
     assert code == 0, out + err
     assert "scoreboard chinook/plans: execution accuracy 100.0%" in out
     assert "141 case runs" in out
-    assert "check passed: scoreboards/chinook[plans]:regression_gate" in out
-    assert "check passed: scoreboards/chinook[retrieval]:regression_gate" in out
+    assert "check passed: chinook_scoreboards[plans]:regression_gate" in out
+    assert "check passed: chinook_scoreboards[retrieval]:regression_gate" in out
     assert "FAILED" not in out
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -15,13 +14,12 @@ import pytest
 from nl2sql_assets.datasources.chinook import (
     CHINOOK_SHA256,
     ChinookError,
+    ChinookNotFound,
     cached_path,
     default_cache_dir,
     resolve_chinook,
     sha256_file,
 )
-
-CHINOOK = Path(os.environ.get("NL2SQL_CHINOOK", ""))
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -57,11 +55,9 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not CHINOOK.is_file():
-        pytest.fail("set NL2SQL_CHINOOK to the path of chinook.sqlite")
+def files(tmp_path_factory: pytest.TempPathFactory, chinook_path: Path) -> Path:
     folder = tmp_path_factory.mktemp("served")
-    shutil.copyfile(CHINOOK, folder / "chinook.sqlite")
+    shutil.copyfile(chinook_path, folder / "chinook.sqlite")
     data = bytearray((folder / "chinook.sqlite").read_bytes())
     data[5000] ^= 0x01  # one byte changed
     (folder / "corrupt.sqlite").write_bytes(bytes(data))
@@ -111,7 +107,7 @@ def test_a_download_with_the_wrong_hash_is_refused_and_not_kept(
 def test_a_failed_download_leaves_nothing(server: Server, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     url = server.url("missing.sqlite")
-    with pytest.raises(ChinookError, match=r"could not download.*missing\.sqlite.*404"):
+    with pytest.raises(ChinookNotFound, match=r"none is cached.*could not be downloaded.*missing\.sqlite.*HTTP 404"):
         resolve_chinook(cache_dir=cache, url=url, environ={})
     assert list(cache.iterdir()) == []
 

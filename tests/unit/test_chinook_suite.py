@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.engine.sqlgen import generate_sql
 from nl2sql_assets.engine.validator import tables_read
 from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, load_suite
-from nl2sql_assets.paths import chinook_suite_path, repo_root
+from nl2sql_assets.paths import chinook_suite_path
 
 # ---------------------------------------------------------------- the rules of the suite
 
@@ -163,16 +162,6 @@ def suite() -> EvalSuite:
 @pytest.fixture(scope="module")
 def answerable(suite: EvalSuite) -> list[EvalCase]:
     return [c for c in suite.cases if c.sql is not None]
-
-
-@pytest.fixture(scope="module")
-def chinook_path() -> Path:
-    env = os.environ.get("NL2SQL_CHINOOK")
-    root = repo_root()
-    path = Path(env) if env else (root.parent / "shared/datasets/chinook.sqlite" if root else None)
-    if path is None or not path.is_file():
-        pytest.skip("NL2SQL_CHINOOK does not name a Chinook SQLite file")
-    return path
 
 
 @pytest.fixture(scope="module")

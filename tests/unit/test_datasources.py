@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import sqlite3
 import threading
@@ -29,18 +28,14 @@ from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
 from nl2sql_assets.datasources.sqlite import SqliteAdapter
 from nl2sql_assets.demo import read_chinook_customers, write_support
 
-CHINOOK = Path(os.environ.get("NL2SQL_CHINOOK", ""))
-
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module")
-def chinook_file() -> Path:
-    if not CHINOOK.is_file():
-        pytest.fail("set NL2SQL_CHINOOK to the path of chinook.sqlite")
-    return CHINOOK
+def chinook_file(chinook_path: Path) -> Path:
+    return chinook_path
 
 
 @pytest.fixture

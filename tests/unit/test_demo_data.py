@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,16 +17,13 @@ from nl2sql_assets.datasources.duckdb_adapter import CONNECT_CONFIG, DuckDBAdapt
 from nl2sql_assets.demo import files as demo_files
 from nl2sql_assets.paths import packaged_suites_dir
 
-CHINOOK = Path(os.environ.get("NL2SQL_CHINOOK", ""))
 REPO = Path(__file__).resolve().parents[2]
 LOW, HIGH = "2009-01-01 00:00:00", "2013-12-22 23:59:59"
 
 
 @pytest.fixture(scope="module")
-def chinook_file() -> Path:
-    if not CHINOOK.is_file():
-        pytest.fail("set NL2SQL_CHINOOK to the path of chinook.sqlite")
-    return CHINOOK
+def chinook_file(chinook_path: Path) -> Path:
+    return chinook_path
 
 
 @pytest.fixture(scope="module")

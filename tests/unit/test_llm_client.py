@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -285,3 +286,35 @@ def test_a_missing_api_key_is_named_before_any_request(monkeypatch: pytest.Monke
     with pytest.raises(LLMCallError, match="planner: no API key for openai/gpt-4o: set OPENAI_API_KEY") as info:
         asyncio.run(client.structured("planner", [{"role": "user", "content": "hi"}], ModelSettings))
     assert info.value.call.attempts == 0 and info.value.call.usage is None
+
+
+LOOPS_SCRIPT = """
+import asyncio, gc
+from nl2sql_assets.engine.pipeline import run_sync
+from nl2sql_assets.llm.client import _lib, run_on_new_loop
+
+async def call():
+    response = await _lib().acompletion(model="openai/gpt-4o-mini", api_key="none",
+                                        messages=[{"role": "user", "content": "hi"}], mock_response="ok")
+    return response.choices[0].message.content
+
+# The engine's long-lived background loop, then a loop of a run's own (as run_cases and seed make
+# one), then the background loop again.
+print(run_sync(call()), run_on_new_loop(call()), run_sync(call()))
+gc.collect()
+"""
+
+
+def test_moving_between_event_loops_leaves_no_litellm_task_pending() -> None:
+    """litellm moves its logging worker to whichever loop calls next and drops the task it leaves
+    behind; the worker is flushed and stopped when a loop's work is done, so no task is destroyed
+    while pending (the asyncio noise at the end of a test run) and no log is carried over."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LOOPS_SCRIPT], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", "ok", "ok"]
+    assert "Task was destroyed but it is pending" not in done.stderr
+    assert "event loop changed" not in done.stderr

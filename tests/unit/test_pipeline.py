@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +30,14 @@ from nl2sql_assets.evaluation.suites import EvalCase
 VIEWER_TABLES = ["Album", "Artist", "Genre", "MediaType", "Playlist", "PlaylistTrack", "Track"]
 
 
-def chinook_path() -> Path:
-    path = os.environ.get("NL2SQL_CHINOOK")
-    if not path or not Path(path).is_file():
-        pytest.skip("NL2SQL_CHINOOK does not name the Chinook SQLite file")
-    return Path(path)
-
-
-def make_config(**extra: Any) -> ProjectConfig:
+def config_for(chinook: Path, **extra: Any) -> ProjectConfig:
     return ProjectConfig.model_validate(
         {
             "datasources": [
                 {
                     "id": "chinook",
                     "engine": "sqlite",
-                    "path": str(chinook_path()),
+                    "path": str(chinook),
                     "description": "A music store",
                 }
             ],
@@ -127,6 +120,12 @@ CASES = [COUNTRIES, GENRES, WEATHER, BROKEN]
 
 
 @pytest.fixture
+def make_config(chinook_path: Path) -> Callable[..., ProjectConfig]:
+    """The test project's config over the Chinook file, with ``extra`` fields."""
+    return functools.partial(config_for, chinook_path)
+
+
+@pytest.fixture
 def bus() -> EventBus:
     return EventBus()
 
@@ -139,7 +138,7 @@ def gold(bus: EventBus) -> Iterator[GoldLLMServer]:
 
 
 @pytest.fixture
-def engine(gold: GoldLLMServer, bus: EventBus) -> Iterator[Engine]:
+def engine(gold: GoldLLMServer, bus: EventBus, make_config: Callable[..., ProjectConfig]) -> Iterator[Engine]:
     config = make_config()
     registry = DatasourceRegistry(config)
     yield Engine(
@@ -219,7 +218,7 @@ def test_a_broken_plan_goes_to_the_refiner_then_fails(engine: Engine, gold: Gold
     assert "refiner" in result.timings
 
 
-def test_a_repaired_plan_runs(bus: EventBus) -> None:
+def test_a_repaired_plan_runs(bus: EventBus, make_config: Callable[..., ProjectConfig]) -> None:
     answers = {
         "PlanRepair": lambda c, role, srv: {"keep_same_plan": False, "plan": GENRES_PLAN, "reason": "typo"}
     }
@@ -234,7 +233,7 @@ def test_a_repaired_plan_runs(bus: EventBus) -> None:
     assert result.plan == as_data(GENRES_PLAN)
 
 
-def test_the_retry_budget_bounds_repairs(bus: EventBus) -> None:
+def test_the_retry_budget_bounds_repairs(bus: EventBus, make_config: Callable[..., ProjectConfig]) -> None:
     """A refiner that keeps proposing broken plans is cut off after settings.retry_budget repairs."""
     answers = {"PlanRepair": lambda c, role, srv: {"keep_same_plan": False, "plan": BROKEN_PLAN}}
     config = make_config(settings={"retry_budget": 2})
@@ -270,7 +269,8 @@ class FlakyAdapter:
         self.inner.close()
 
 
-def test_an_execution_error_is_refined_and_re_executed(gold: GoldLLMServer, bus: EventBus) -> None:
+def test_an_execution_error_is_refined_and_re_executed(gold: GoldLLMServer, bus: EventBus,
+                                                       make_config: Callable[..., ProjectConfig]) -> None:
     config = make_config()
     flaky = FlakyAdapter(DatasourceRegistry(config).get("chinook"))
     engine = Engine(config, registry=DatasourceRegistry.from_adapters({"chinook": flaky}), bus=bus,
@@ -282,7 +282,7 @@ def test_an_execution_error_is_refined_and_re_executed(gold: GoldLLMServer, bus:
     assert [c.node for c in result.calls] == ["resolver", "decomposer", "planner", "refiner", "synthesizer"]
 
 
-def test_an_llm_failure_is_an_llm_error(bus: EventBus) -> None:
+def test_an_llm_failure_is_an_llm_error(bus: EventBus, make_config: Callable[..., ProjectConfig]) -> None:
     # Nothing listens on this port: the connection is refused, and no retry is configured.
     dead = LLMConfig(
         default=ModelSettings(
@@ -359,7 +359,8 @@ def test_derive_leaves_the_serving_engine_alone(engine: Engine, gold: GoldLLMSer
     assert engine.refusal_names_tables is True and derived.refusal_names_tables is False
 
 
-def test_the_plan_cache_replays_a_working_plan(gold: GoldLLMServer, bus: EventBus) -> None:
+def test_the_plan_cache_replays_a_working_plan(gold: GoldLLMServer, bus: EventBus,
+                                               make_config: Callable[..., ProjectConfig]) -> None:
     config = make_config()
     engine = Engine(config, bus=bus, llm=gold.llm_config())  # plan cache on by default
     first = ask(engine, GENRES, "viewer")
@@ -373,7 +374,8 @@ def test_the_plan_cache_replays_a_working_plan(gold: GoldLLMServer, bus: EventBu
     assert gold.requests_by_schema["PlanModel"] == 3
 
 
-def test_curated_answers_are_matched_exactly(gold: GoldLLMServer, bus: EventBus) -> None:
+def test_curated_answers_are_matched_exactly(gold: GoldLLMServer, bus: EventBus,
+                                             make_config: Callable[..., ProjectConfig]) -> None:
     curated = [{"question": COUNTRIES.question, "datasource": "chinook",
                 "sql": "SELECT Country AS country, COUNT(*) AS customers FROM Customer "
                        "GROUP BY Country ORDER BY customers DESC LIMIT 2"}]  # fmt: skip
@@ -403,7 +405,7 @@ def test_ask_works_inside_a_running_event_loop(engine: Engine) -> None:
 
 
 def test_a_retriever_narrows_the_schema_only_above_the_table_limit(
-    gold: GoldLLMServer, bus: EventBus
+    gold: GoldLLMServer, bus: EventBus, make_config: Callable[..., ProjectConfig]
 ) -> None:
     asked: list[str] = []
 
@@ -420,7 +422,7 @@ def test_a_retriever_narrows_the_schema_only_above_the_table_limit(
     assert "retriever" in narrowed.timings and narrowed.status == "success"
 
 
-def test_schema_text_lists_keys_and_honours_a_selection() -> None:
+def test_schema_text_lists_keys_and_honours_a_selection(make_config: Callable[..., ProjectConfig]) -> None:
     snapshot = DatasourceRegistry(make_config()).snapshot("chinook")
     text = schema_text(snapshot)
     assert "table Album (primary key: AlbumId)" in text

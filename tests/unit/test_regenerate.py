@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -16,12 +15,9 @@ from nl2sql_assets.evaluation.suites.regenerate import PackagedSuiteError, Regen
 
 
 @pytest.fixture(scope="module")
-def chinook_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source = os.environ.get("NL2SQL_CHINOOK")
-    if not source or not Path(source).is_file():
-        pytest.skip("NL2SQL_CHINOOK does not name the Chinook SQLite file")
+def chinook_copy(tmp_path_factory: pytest.TempPathFactory, chinook_path: Path) -> Path:
     target = tmp_path_factory.mktemp("chinook") / "chinook.sqlite"
-    shutil.copyfile(source, target)
+    shutil.copyfile(chinook_path, target)
     return target
 
 

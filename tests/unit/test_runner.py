@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,6 @@ from nl2sql_assets.config import (
     RolePolicy,
 )
 from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, write_suite
-
-CHINOOK = Path(os.environ.get("NL2SQL_CHINOOK", "/work/shared/datasets/chinook.sqlite"))
 
 VIEWER_TABLES = ["Album", "Artist", "Genre", "MediaType", "Playlist", "PlaylistTrack", "Track"]
 
@@ -34,8 +31,8 @@ def demo_policies() -> PoliciesConfig:
     )
 
 
-def _rows(sql: str) -> list[dict[str, Any]]:
-    with sqlite3.connect(f"file:{CHINOOK}?mode=ro", uri=True) as con:
+def _rows(chinook: Path, sql: str) -> list[dict[str, Any]]:
+    with sqlite3.connect(f"file:{chinook}?mode=ro", uri=True) as con:
         cur = con.execute(sql)
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
@@ -45,7 +42,8 @@ def _col(name: str, table: str | None = None) -> dict[str, Any]:
     return {"kind": "column", "name": name, **({"table": table} if table else {})}
 
 
-def small_cases() -> list[EvalCase]:
+def small_cases(chinook: Path) -> list[EvalCase]:
+    """Six cases over Chinook (``chinook``: the database file, whose rows they expect)."""
     artists_sql = "SELECT COUNT(*) AS artist_count FROM Artist"
     employees_sql = "SELECT COUNT(*) AS employee_count FROM Employee"
     top_sql = (
@@ -67,7 +65,7 @@ def small_cases() -> list[EvalCase]:
             tables=["Artist"],
             columns=["Artist.ArtistId"],
             sql=artists_sql,
-            rows=_rows(artists_sql),
+            rows=_rows(chinook, artists_sql),
             plan={"select": [{"expr": count_star, "alias": "artist_count"}], "from": {"name": "Artist"}},
         ),
         EvalCase(
@@ -81,7 +79,7 @@ def small_cases() -> list[EvalCase]:
             tables=["Employee"],
             columns=["Employee.EmployeeId"],
             sql=employees_sql,
-            rows=_rows(employees_sql),
+            rows=_rows(chinook, employees_sql),
             plan={"select": [{"expr": count_star, "alias": "employee_count"}], "from": {"name": "Employee"}},
         ),
         EvalCase(
@@ -96,7 +94,7 @@ def small_cases() -> list[EvalCase]:
             columns=["Customer.CustomerId", "Invoice.CustomerId", "Invoice.Total"],
             order_matters=True,
             sql=top_sql,
-            rows=_rows(top_sql),
+            rows=_rows(chinook, top_sql),
             plan={
                 "select": [
                     {"expr": _col("CustomerId", "c")},
@@ -147,7 +145,7 @@ def small_cases() -> list[EvalCase]:
             columns=["Genre.Name"],
             order_matters=False,
             sql=genres_sql,
-            rows=_rows(genres_sql),
+            rows=_rows(chinook, genres_sql),
             plan={
                 "select": [{"expr": _col("Name")}],
                 "from": {"name": "Genre"},
@@ -166,16 +164,16 @@ def small_cases() -> list[EvalCase]:
     ]
 
 
-def write_small_suite(folder: Path, cases: list[EvalCase] | None = None, name: str = "small") -> Path:
+def write_small_suite(folder: Path, cases: list[EvalCase], name: str = "small") -> Path:
     path = folder / f"{name}.yaml"
-    write_suite(EvalSuite(cases=cases if cases is not None else small_cases()), path)
+    write_suite(EvalSuite(cases=cases), path)
     return path
 
 
-def small_project(folder: Path, **evals: Any) -> ProjectConfig:
-    suite = write_small_suite(folder)
+def small_project(folder: Path, chinook: Path, **evals: Any) -> ProjectConfig:
+    suite = write_small_suite(folder, small_cases(chinook))
     config = ProjectConfig(
-        datasources=[DatasourceConfig(id="chinook", engine="sqlite", path=CHINOOK, description="Music store")],
+        datasources=[DatasourceConfig(id="chinook", engine="sqlite", path=chinook, description="Music store")],
         policies=demo_policies(),
         evals=EvalsConfig(suites=[suite], **evals),
     )
@@ -215,11 +213,14 @@ def run_eval(config: ProjectConfig, *, bus: EventBus | None = None, scorer_regis
         return project.evals.run(**options)
 
 
+@pytest.fixture(scope="module")
+def cases(chinook_path: Path) -> list[EvalCase]:
+    return small_cases(chinook_path)
+
+
 @pytest.fixture
-def project(tmp_path: Path) -> ProjectConfig:
-    if not CHINOOK.is_file():
-        pytest.fail(f"NL2SQL_CHINOOK must name chinook.sqlite (looked at {CHINOOK})")
-    return small_project(tmp_path)
+def project(tmp_path: Path, chinook_path: Path) -> ProjectConfig:
+    return small_project(tmp_path, chinook_path)
 
 
 def _by_key(records: list[CaseRecord]) -> dict[tuple[str, str], CaseRecord]:
@@ -303,14 +304,15 @@ def test_bad_selections_are_clear_errors(project: ProjectConfig, kwargs: dict[st
         assert isinstance(info.value, SelectionError)
 
 
-def test_an_unknown_scorer_in_evals_yaml_names_the_file_and_field(tmp_path: Path) -> None:
+def test_an_unknown_scorer_in_evals_yaml_names_the_file_and_field(tmp_path: Path, chinook_path: Path,
+                                                                  cases: list[EvalCase]) -> None:
     from nl2sql_assets.config import load_config
 
-    suite = write_small_suite(tmp_path)
+    suite = write_small_suite(tmp_path, cases)
     (tmp_path / "my_evals.yaml").write_text(f"suites: [{suite.name}]\nscorers: [outcome, routng]\n",
                                             encoding="utf-8")
     (tmp_path / "nl2sql.yaml").write_text(
-        f"datasources:\n- {{id: chinook, engine: sqlite, path: {CHINOOK}}}\nevals: {{file: my_evals.yaml}}\n",
+        f"datasources:\n- {{id: chinook, engine: sqlite, path: {chinook_path}}}\nevals: {{file: my_evals.yaml}}\n",
         encoding="utf-8")
     config = load_config(tmp_path / "nl2sql.yaml")
     with pytest.raises(ValueError, match=r"my_evals\.yaml: scorers: unknown scorer\(s\) \['routng'\]"):
@@ -364,8 +366,9 @@ def test_events_and_on_case(project: ProjectConfig) -> None:
     assert sorted(seen) == sorted(("plans", r.case_id, r.role, 0.0) for r in report.first_board.results)
 
 
-def test_plans_needs_a_plan_for_every_answerable_case(tmp_path: Path, project: ProjectConfig) -> None:
-    cases = small_cases()
+def test_plans_needs_a_plan_for_every_answerable_case(tmp_path: Path, project: ProjectConfig,
+                                                      chinook_path: Path) -> None:
+    cases = small_cases(chinook_path)
     cases[2] = cases[2].model_copy(update={"plan": None})
     path = write_small_suite(tmp_path, cases, name="noplan")
     with pytest.raises(RunRefused, match=r"plan.*noplan:small_003"):
@@ -416,9 +419,9 @@ def _priced(server: GoldLLMServer) -> LLMConfig:
     return server.llm_config().model_copy(update={"prices": {"gold-plans": PRICE}})
 
 
-def _wrong_plan_cases() -> list[EvalCase]:
+def _wrong_plan_cases(chinook: Path) -> list[EvalCase]:
     """small_001 asks how many artists; this server's plan counts albums instead."""
-    cases = small_cases()
+    cases = small_cases(chinook)
     data = cases[0].model_dump(by_alias=True)
     data["plan"]["from"] = {"name": "Album"}
     cases[0] = EvalCase.model_validate(data)
@@ -426,10 +429,10 @@ def _wrong_plan_cases() -> list[EvalCase]:
 
 
 @pytest.fixture
-def servers():
+def servers(chinook_path: Path):
     bus = EventBus()
-    good = GoldLLMServer(small_cases(), bus, usage=USAGE, synthesizer="rows")
-    bad = GoldLLMServer(_wrong_plan_cases(), bus, usage=USAGE, synthesizer="rows")
+    good = GoldLLMServer(small_cases(chinook_path), bus, usage=USAGE, synthesizer="rows")
+    bad = GoldLLMServer(_wrong_plan_cases(chinook_path), bus, usage=USAGE, synthesizer="rows")
     with good, bad:
         yield bus, good, bad
 
@@ -538,9 +541,10 @@ def test_two_passes_in_mode_full_ask_the_planner_again(project: ProjectConfig, s
     assert report.settings["plan_cache"] is False
 
 
-def test_a_verified_answer_runs_again_on_the_generated_path(project: ProjectConfig, servers: Any) -> None:
+def test_a_verified_answer_runs_again_on_the_generated_path(project: ProjectConfig, servers: Any,
+                                                           cases: list[EvalCase]) -> None:
     bus, good, _ = servers
-    artists = small_cases()[0]
+    artists = cases[0]
     project.curated = [CuratedAnswer(question=artists.question, sql=artists.sql or "", datasource="chinook")]
     report = run_eval(project, mode="full", llm=_priced(good), bus=bus, max_cost_usd=10, cases=["small_001"])
     for record in report.first_board.results:
@@ -558,10 +562,10 @@ def test_a_verified_answer_runs_again_on_the_generated_path(project: ProjectConf
     assert off.curated is False
 
 
-def test_calls_without_usage_are_counted_not_priced(project: ProjectConfig, caplog: pytest.LogCaptureFixture
-                                                    ) -> None:
+def test_calls_without_usage_are_counted_not_priced(project: ProjectConfig, caplog: pytest.LogCaptureFixture,
+                                                    cases: list[EvalCase]) -> None:
     bus = EventBus()
-    with GoldLLMServer(small_cases(), bus, usage={"prompt_tokens": 0, "completion_tokens": 0}) as server:
+    with GoldLLMServer(cases, bus, usage={"prompt_tokens": 0, "completion_tokens": 0}) as server:
         config = server.llm_config().model_copy(update={"prices": {"gold-plans": PRICE}})
         with caplog.at_level(logging.WARNING, logger="nl2sql_assets.evaluation.running.runner"):
             report = run_eval(project, mode="full", llm=config, bus=bus, max_cost_usd=1, cases=["small_001"])
@@ -593,8 +597,9 @@ def test_a_failing_on_case_callback_stops_the_run_with_its_own_error(project: Pr
         run_eval(project, mode="plans", cases=["small_001"], on_case=on_case)
 
 
-def test_a_role_the_policy_does_not_define_is_named(tmp_path: Path, project: ProjectConfig) -> None:
-    cases = small_cases()
+def test_a_role_the_policy_does_not_define_is_named(tmp_path: Path, project: ProjectConfig,
+                                                   chinook_path: Path) -> None:
+    cases = small_cases(chinook_path)
     cases[0] = cases[0].model_copy(update={"outcome": {"admin": "allowed", "auditor": "allowed"}})
     path = write_small_suite(tmp_path, cases, name="roles")
     with pytest.raises(SelectionError, match=r"case 'small_001'.*role 'auditor'.*policy does not define"):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,6 @@ from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer
 from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, load_suite, write_suite
 from nl2sql_assets.evaluation.suites.seed import SeedReport, seed
 from nl2sql_assets.paths import chinook_suite_path
-
-os.environ.setdefault("NL2SQL_CHINOOK", "/work/shared/datasets/chinook.sqlite")
 
 USAGE = {"prompt_tokens": 2000, "completion_tokens": 100}
 PRICE = {"input": 1.0, "cached_input": 0.1, "cache_write": 1.0, "output": 4.0, "source": "test"}

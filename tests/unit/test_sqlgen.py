@@ -3,7 +3,6 @@ Chinook (against hand-written SQL) and on DuckDB (against the same plan on SQLit
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from decimal import Decimal
 from pathlib import Path
@@ -385,11 +384,8 @@ def test_literal_injection_stays_a_string() -> None:
 
 
 @pytest.fixture(scope="module")
-def chinook() -> sqlite3.Connection:
-    path = os.environ.get("NL2SQL_CHINOOK")
-    if not path or not Path(path).is_file():
-        pytest.skip("NL2SQL_CHINOOK does not name a Chinook SQLite file")
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+def chinook(chinook_path: Path) -> sqlite3.Connection:
+    con = sqlite3.connect(f"file:{chinook_path}?mode=ro", uri=True)
     yield con
     con.close()
 

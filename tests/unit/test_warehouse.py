@@ -111,16 +111,16 @@ def test_concurrent_runs_sharing_a_ledger_pass_the_cap_by_at_most_one_case(tmp_p
     assert total + max(spent) > cap * 0.75  # it kept going while there was room
 
 
-def test_two_mode_full_runs_share_one_budget(tmp_path: Path):
+def test_two_mode_full_runs_share_one_budget(tmp_path: Path, chinook_path: Path):
     """Two partitions of one backfill (two run_eval calls) draw on one ledger: together they stop at the cap."""
     from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer
     from tests.unit.test_runner import PRICE, run_eval, small_cases, small_project
 
-    project = small_project(tmp_path)
+    project = small_project(tmp_path, chinook_path)
     ledger = Warehouse(tmp_path / "warehouse").ledger("backfill-1")
     bus = EventBus()
     usage = {"prompt_tokens": 1000, "completion_tokens": 200}
-    with GoldLLMServer(small_cases(), bus, usage=usage) as server:
+    with GoldLLMServer(small_cases(chinook_path), bus, usage=usage) as server:
         llm = server.llm_config().model_copy(update={"prices": {"gold-plans": PRICE}})
         cap = 0.05
         first = run_eval(project, mode="full", llm={"a": llm}, bus=bus, max_cost_usd=cap, pass_numbers=[1],

@@ -5,6 +5,7 @@ gate over the scoreboards the warehouse stores. The comparison itself is ``repor
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -85,6 +86,22 @@ def _newest_records(report: EvalReport, folder: Path) -> list[BenchmarkRecord]:
         raise NoBaselineRecord(f"no baseline record for mode {report.mode}, database {db}, "
                             f"config {names} under {folder}/")
     return newest
+
+
+def expect_baseline(folder: Path, mode: str, configs: Sequence[str] | None = None) -> None:
+    """Before a run: raise NoBaselineRecord unless ``folder`` holds a record of ``mode`` (and, when
+    they are known, of one of ``configs``). The database is checked by the gate after the run,
+    since which datasources a selection reaches is known only then."""
+    try:
+        records = [record for _, record in iter_records(folder)]
+    except RecordError as exc:
+        raise BaselineError(f"baseline {exc}") from exc
+    of_mode = [r for r in records if r.kind == mode]
+    if not of_mode:
+        raise NoBaselineRecord(f"{folder}/ holds no record of mode {mode}")
+    if configs and not any(r.config.name in configs for r in of_mode):
+        raise NoBaselineRecord(f"{folder}/ holds no record of mode {mode} for config {', '.join(configs)} "
+                               f"(it has {', '.join(sorted({r.config.name for r in of_mode}))})")
 
 
 def resolve_baseline(report: EvalReport,

@@ -17,6 +17,7 @@ from nl2sql_assets.evaluation.history.records import (
     BenchmarkRecord,
     iter_records,
     records_from_report,
+    run_digest,
     series_key,
     write_record,
 )
@@ -37,14 +38,19 @@ PAGES_LOCK = Path("benchmarks") / ".publish.lock"
 
 
 class PublishError(UserError, ValueError):
-    """A report that cannot be read, or a README whose markers are broken."""
+    """A report that cannot be read or was recorded already, or a README whose markers are broken."""
 
 
 @dataclass
 class PublishResult:
+    """What publish did: the records it created, and which pages it rewrote or left as they were
+    (a project without a README has no results block, so ``readme`` stays None)."""
+
     records: list[Path] = field(default_factory=list)
     benchmarks_md: Path | None = None
     readme: Path | None = None
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
 
 
 @dataclass
@@ -83,20 +89,45 @@ def publish(reports: Sequence[Path | str | EvalReport] = (), *, note: str | None
             from_dirs: Iterable[Path | str] = (), root: Path | str) -> PublishResult:
     """Record every config of each report (and of each report JSON in ``from_dirs``) under
     ``root/benchmarks/``, then rewrite ``docs/benchmarks.md`` and the README's results block
-    from every record there. A folder without a README (a demo project) gets no README."""
+    from every record there. A folder without a README (a demo project) gets no README.
+    A run recorded already (the same ``run_digest``) is refused before anything is written."""
     root = Path(root)
     result = PublishResult()
-    for report in _reports(reports, from_dirs):
-        for record in records_from_report(report, note):
-            result.records.append(write_record(record, root))
+    new = [record for report in _reports(reports, from_dirs) for record in records_from_report(report, note)]
+    _refuse_duplicates(new, root)
+    for record in new:
+        result.records.append(write_record(record, root))
     # Rebuilt under a lock from every record on disk: whoever renders last saw every record
     # written before it took the lock, so concurrent publishes never drop one from the pages.
     with pages_lock(root):
         benchmarks_md, readme_text = render_pages(root)
-        result.benchmarks_md = _write_if_changed(root / BENCHMARKS_MD, benchmarks_md)
+        result.benchmarks_md = root / BENCHMARKS_MD
+        pages = [(result.benchmarks_md, benchmarks_md)]
         if (root / README).is_file():
-            result.readme = _write_if_changed(root / README, readme_text)
+            result.readme = root / README
+            pages.append((result.readme, readme_text))
+        for path, text in pages:
+            (result.written if _write_if_changed(path, text) else result.unchanged).append(path)
     return result
+
+
+def _refuse_duplicates(new: list[BenchmarkRecord], root: Path) -> None:
+    """A PublishError naming the record file when one of ``new`` records a run already recorded."""
+    seen: dict[str, Path] = {}
+    for path, record in iter_records(root / "benchmarks"):
+        seen[record.run_digest or run_digest(record)] = path
+    given: set[str] = set()
+    for record in new:
+        digest = record.run_digest or run_digest(record)
+        run = (f"the run of config {record.config.name} (mode {record.kind}, started "
+               f"{record.recorded_at:%Y-%m-%d %H:%M} UTC)")
+        if digest in seen:
+            where = seen[digest]
+            shown = where.relative_to(root) if where.is_relative_to(root) else where
+            raise PublishError(f"{run} is already recorded as {shown}; nothing was written")
+        if digest in given:
+            raise PublishError(f"{run} is given twice; nothing was written")
+        given.add(digest)
 
 
 @contextlib.contextmanager
@@ -112,10 +143,12 @@ def pages_lock(root: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _write_if_changed(path: Path, text: str) -> Path:
-    if not (path.is_file() and path.read_text(encoding="utf-8") == text):
-        atomic_write_text(path, text)
-    return path
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` unless the file holds it already; True when it was written."""
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    atomic_write_text(path, text)
+    return True
 
 
 # ---------------------------------------------------------------- rendering

@@ -6,6 +6,7 @@ serves both as a line of history and as a full baseline for the regression gate.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -113,6 +114,8 @@ class BenchmarkRecord(StrictModel):
     metrics: Metrics
     scoreboard: Board
     comparator_version: int = 1
+    # What was run and measured, hashed (``run_digest``): the same report is never recorded twice.
+    run_digest: str | None = None
 
     @property
     def datasets(self) -> list[DatasetRef]:
@@ -165,6 +168,13 @@ def series_key(item: BenchmarkRecord | EvalReport) -> SeriesKey:
 # ---------------------------------------------------------------- from a report
 
 
+def run_digest(record: BenchmarkRecord) -> str:
+    """SHA-256 of what a record says about its run, leaving out the note (a second publish of one
+    report with another note is still the same run)."""
+    data = record.model_dump(mode="json", by_alias=True, exclude={"note", "run_digest"})
+    return hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
 def record_for_config(report: EvalReport, config: str, note: str | None = None) -> BenchmarkRecord:
     board = report.configs[config]
     acc = board.accuracy
@@ -173,7 +183,7 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
     tokens = Usage()
     for usage in board.tokens_by_node.values():
         tokens = tokens + usage
-    return BenchmarkRecord(
+    record = BenchmarkRecord(
         kind=report.mode,
         recorded_at=stamp.started_at,
         engine_version=stamp.package_version,
@@ -205,6 +215,7 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
         scoreboard=compact_board(board),
         comparator_version=report.comparator_version,
     )
+    return record.model_copy(update={"run_digest": run_digest(record)})
 
 
 def provider_model(model: str) -> str:

@@ -6,6 +6,7 @@ baseline, and the threshold gates."""
 from nl2sql_assets.evaluation.judging.stats import Rate, percent, rate_cell
 from nl2sql_assets.evaluation.reporting.coverage import Coverage, DomainRates
 from nl2sql_assets.evaluation.reporting.gate import Baseline, ConfigComparison, GateResult, compare
+from nl2sql_assets.evaluation.reporting.headline import Measure, headline, headline_metrics, headline_rows
 from nl2sql_assets.evaluation.reporting.report import (
     Board,
     EvalReport,
@@ -36,6 +37,7 @@ __all__ = [
     "DomainRates",
     "EvalReport",
     "GateResult",
+    "Measure",
     "Rate",
     "Threshold",
     "ThresholdCheck",
@@ -46,6 +48,9 @@ __all__ = [
     "check_thresholds",
     "compare",
     "comparison_markdown",
+    "headline",
+    "headline_metrics",
+    "headline_rows",
     "load_report",
     "md_escape",
     "merge_thresholds",

@@ -494,7 +494,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             stopped = await mode.execute(cases, jobs)
 
     records = [r for r in cases.records if r is not None]
-    git_commit, git_dirty = git_info()
+    git_commit, git_dirty = git_info(config.root)  # the user's project, not this package's checkout
     meta = RunMeta.model_validate({
         "request": request,
         "mode": mode.name,
@@ -564,10 +564,12 @@ def run_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | 
     Raises RunRefused (nothing spent), SelectionError (a selector matched nothing),
     ScorerError (an unknown scorer) or UnknownPriceError (an unpriced model).
     """
+    from nl2sql_assets.llm.client import run_on_new_loop
+
     coro = arun_cases(request, engine, scorers=scorers, on_case=on_case, budget=budget, index_folder=index_folder)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return run_on_new_loop(coro)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(run_on_new_loop, coro).result()

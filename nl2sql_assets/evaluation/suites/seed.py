@@ -9,7 +9,6 @@ a key, and never in CI.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import re
@@ -225,8 +224,10 @@ def seed(
     check_prices({"seed": section}, [SEED_NODE])
     if problems := missing_credentials({"seed": section}, [SEED_NODE]):
         raise RunRefused("no API key for eval seed:\n  " + "\n  ".join(problems))
-    return asyncio.run(_seed(config, datasource_id, count, out, role, cap, registry, section, existing, full, seen,
-                             access))
+    from nl2sql_assets.llm.client import run_on_new_loop
+
+    return run_on_new_loop(_seed(config, datasource_id, count, out, role, cap, registry, section, existing, full,
+                                 seen, access))
 
 
 async def _seed(

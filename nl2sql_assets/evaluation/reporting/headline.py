@@ -1,0 +1,75 @@
+"""A board's headline: the few measures a board is read by, as numbers to plot and as formatted
+cells to show.
+
+A measure that does not apply to the board's mode is absent, never 0: a mode that executes
+nothing (retrieval) has no execution accuracy, so its headline is the share of case runs that
+passed; lenient accuracy reads executed results; pass^k and determinism need two passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nl2sql_assets.evaluation.judging.stats import Rate, percent, rate_cell
+from nl2sql_assets.evaluation.reporting.report import Board
+from nl2sql_assets.evaluation.running.modes import get_mode
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One headline measure: a stable key, how a table names it, its number and its cell."""
+
+    key: str
+    label: str
+    value: float
+    cell: str
+
+
+def dollars(value: float) -> str:
+    return f"${value:.4f}"
+
+
+def headline(board: Board, mode: str) -> list[Measure]:
+    """The measures that apply to ``mode``, in reading order."""
+    executes = get_mode(mode).executes
+    acc = board.accuracy
+    out: list[Measure] = []
+    main, key, label = ((acc.execution, "execution_accuracy", "execution accuracy (95% CI)") if executes
+                        else (acc.overall, "accuracy", "case runs that passed (95% CI)"))
+    if main.total:
+        out += _with_interval(main, key, label)
+    if executes and acc.execution_lenient.total:
+        out.append(Measure("lenient_accuracy", "lenient accuracy (95% CI)", acc.execution_lenient.rate,
+                           rate_cell(acc.execution_lenient)))
+    pass_k = acc.pass_k.execution if executes else acc.pass_k.overall
+    if acc.pass_k.k >= 2 and pass_k.total:
+        out.append(Measure("pass_k", f"pass^{acc.pass_k.k} (cases passed in all {acc.pass_k.k} passes)",
+                           pass_k.rate, rate_cell(pass_k)))
+    if board.completed_cases or board.results:
+        cost = board.cost
+        lower_bound = f" or more ({cost.unknown_cost_calls} calls not priced)" if cost.unknown_cost_calls else ""
+        out.append(Measure("cost_per_case_usd", "cost per case", cost.per_case_usd,
+                           dollars(cost.per_case_usd) + lower_bound))
+        out.append(Measure("latency_p95_s", "latency p95", board.latency.p95, f"{board.latency.p95:.2f} s"))
+    if board.determinism is not None and board.determinism.total_cases:
+        d = board.determinism
+        out.append(Measure("determinism", "determinism (cases identical across passes)", d.rate,
+                           f"{percent(d.rate)} ({d.deterministic_cases} of {d.total_cases})"))
+    return out
+
+
+def _with_interval(rate: Rate, key: str, label: str) -> list[Measure]:
+    """The rate as one row, its interval as two more numbers to plot (no rows of their own)."""
+    return [Measure(key, label, rate.rate, rate_cell(rate)),
+            Measure(f"{key}_low", "", rate.low, percent(rate.low)),
+            Measure(f"{key}_high", "", rate.high, percent(rate.high))]
+
+
+def headline_metrics(board: Board, mode: str) -> dict[str, float]:
+    """The headline as numbers under stable keys (what Dagster plots)."""
+    return {m.key: m.value for m in headline(board, mode)}
+
+
+def headline_rows(board: Board, mode: str) -> list[tuple[str, str]]:
+    """The headline as (measure, formatted value) rows; interval bounds are in their rate's cell."""
+    return [(m.label, m.cell) for m in headline(board, mode) if m.label]

@@ -1,0 +1,67 @@
+"""``--help`` as a newcomer reads it: every command and option says what it does, and its default."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from collections.abc import Iterator
+
+import pytest
+
+from nl2sql_assets.cli import _parser
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str = "nl2sql-assets") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+def _help(argv: list[str]) -> str:
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as done:
+        import contextlib
+
+        with contextlib.redirect_stdout(out):
+            _parser().parse_args([*argv, "--help"])
+    assert done.value.code == 0
+    return " ".join(out.getvalue().split())  # argparse wraps lines
+
+
+def test_every_option_and_argument_has_help() -> None:
+    missing = [f"{path}: {'/'.join(a.option_strings) or a.dest}"
+               for path, parser in _parsers(_parser()) for a in parser._actions
+               if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction) and not (a.help or "").strip()]
+    assert missing == []
+
+
+def test_eval_run_help_says_the_default_mode_is_full_and_paid() -> None:
+    text = _help(["eval", "run"])
+    assert "(default: full)" in text
+    assert "The default mode, full, calls real models and costs money" in text
+    assert "--baseline" in text and "checked before the run starts" in text
+
+
+@pytest.mark.parametrize(("argv", "shown"), [
+    (["eval", "seed"], "how many drafts to ask for (default: 20)"),
+    (["pipeline", "run"], "which pass partition to materialise (default: 1)"),
+    (["pipeline", "run"], "(default: the key-free ones, plans retrieval)"),
+    (["eval", "run"], "--out FILE where to write the report (default: eval_<mode>.json beside nl2sql.yaml)"),
+    ([], "--config PATH nl2sql.yaml, or the project folder holding it (default: ./nl2sql.yaml)"),
+])
+def test_defaults_are_shown(argv: list[str], shown: str) -> None:
+    assert shown in _help(argv)
+
+
+def test_no_option_shows_a_meaningless_default() -> None:
+    for argv in ([], ["eval", "run"], ["eval", "publish"], ["pipeline", "run"], ["init"], ["data"]):
+        text = _help(argv)
+        assert "(default: None)" not in text and "(default: False)" not in text and "(default: [])" not in text
+
+
+def test_scripts_main_takes_the_pipelines_options() -> None:
+    """The Chinook hint names --chinook: scripts/main passes its arguments to `pipeline run`, which takes it."""
+    args = _parser().parse_args(["pipeline", "run", "--chinook", "/x/Chinook_Sqlite.sqlite"])
+    assert args.chinook == "/x/Chinook_Sqlite.sqlite"

@@ -16,7 +16,7 @@ from nl2sql_assets.evaluation.judging.scorers import NoConfig, Score, Scored, Sc
 from nl2sql_assets.evaluation.judging.scorers.policy import Policy, PolicySummary
 from nl2sql_assets.evaluation.running.selection import SelectionError
 from nl2sql_assets.evaluation.suites import EvalCase
-from tests.unit.test_runner import CHINOOK, run_eval, small_cases, small_project, write_small_suite
+from tests.unit.test_runner import run_eval, small_cases, small_project, write_small_suite
 
 
 def probe(case_id: str, sql: str, outcome: dict[str, str], rule: str | None, **extra: object) -> EvalCase:
@@ -41,10 +41,8 @@ PROBES = [
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> ProjectConfig:
-    if not CHINOOK.is_file():
-        pytest.fail(f"NL2SQL_CHINOOK must name chinook.sqlite (looked at {CHINOOK})")
-    config = small_project(tmp_path)
+def project(tmp_path: Path, chinook_path: Path) -> ProjectConfig:
+    config = small_project(tmp_path, chinook_path)
     write_small_suite(tmp_path, [*small_cases(), *PROBES])
     return config
 

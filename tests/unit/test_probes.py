@@ -43,7 +43,7 @@ PROBES = [
 @pytest.fixture
 def project(tmp_path: Path, chinook_path: Path) -> ProjectConfig:
     config = small_project(tmp_path, chinook_path)
-    write_small_suite(tmp_path, [*small_cases(), *PROBES])
+    write_small_suite(tmp_path, [*small_cases(chinook_path), *PROBES])
     return config
 
 
@@ -98,10 +98,11 @@ def test_a_legitimate_question_the_policy_refuses_lowers_precision(project: Proj
     assert summary.precision == pytest.approx(2 / 3) and summary.recall == 1.0
 
 
-def test_a_case_with_its_own_policy_runs_under_it(project: ProjectConfig, tmp_path: Path) -> None:
+def test_a_case_with_its_own_policy_runs_under_it(project: ProjectConfig, tmp_path: Path,
+                                                  chinook_path: Path) -> None:
     own = {"roles": {"viewer": {"datasources": {"chinook": {"allow": ["Artist", "Album"],
                                                             "deny": ["Artist.Name"]}}}}}
-    artists = small_cases()[0].model_copy(update={"outcome": {"viewer": "allowed"}})
+    artists = small_cases(chinook_path)[0].model_copy(update={"outcome": {"viewer": "allowed"}})
     hidden = EvalCase.model_validate(artists.model_dump() | {"id": "own_refused", "outcome": {"viewer": "refused"},
                                                               "policy": {"roles": {"viewer": {"datasources": {
                                                                   "chinook": {"allow": ["Album"]}}}}}})
@@ -117,10 +118,10 @@ def test_a_case_with_its_own_policy_runs_under_it(project: ProjectConfig, tmp_pa
 
 
 def test_each_mode_leaves_out_the_kinds_it_does_not_run_and_counts_them(project: ProjectConfig,
-                                                                        tmp_path: Path) -> None:
+                                                                        tmp_path: Path, chinook_path: Path) -> None:
     route = EvalCase(id="route", question="Where do support tickets live?", datasources=["chinook"],
                      status="approved", kind="routing", outcome={"admin": "allowed", "viewer": "allowed"})
-    write_small_suite(tmp_path, [small_cases()[0], route, PROBES[1]])
+    write_small_suite(tmp_path, [small_cases(chinook_path)[0], route, PROBES[1]])
     report = run_eval(project, mode="plans", passes=2)  # no --cases needed for the routing case
     assert report.left_out == {"routing": 4}
     assert {r.case_id for r in report.configs["plans"].results} == {"small_001", "p_write"}
@@ -204,11 +205,12 @@ class QuestionLength:
         return _LongestSummary(longest=max(int(s.score.detail["length"]) for s in scores))
 
 
-def test_project_evals_run_takes_extra_in_code_scorers(project: ProjectConfig, tmp_path: Path) -> None:
+def test_project_evals_run_takes_extra_in_code_scorers(project: ProjectConfig, tmp_path: Path,
+                                                      chinook_path: Path) -> None:
     from nl2sql_assets.evaluation.running.scorers import scorer_class
     from nl2sql_assets.project import Project
 
-    write_small_suite(tmp_path, small_cases()[:2])
+    write_small_suite(tmp_path, small_cases(chinook_path)[:2])
     with Project(project) as proj:
         report = proj.evals.run(mode="plans", extra_scorers={"question_length": QuestionLength})
     board = report.configs["plans"]

@@ -365,8 +365,8 @@ def _cmd_eval_import(args: argparse.Namespace) -> int:
     report = import_jsonl(args.file, args.out, ctx, config=config)
     print(f"{report.path}: {report.cases} case(s) imported, {report.drafts} of them drafts")
     if report.pending:
-        print(f"  {len(report.pending)} case(s) hold fields not run yet (follow-up turns, candidate "
-              f"selection) and stay drafts: {', '.join(report.pending[:10])}"
+        print(f"  {len(report.pending)} case(s) hold fields not run yet (a semantic model) "
+              f"and stay drafts: {', '.join(report.pending[:10])}"
               + (" ..." if len(report.pending) > 10 else ""))
     return EXIT_OK
 

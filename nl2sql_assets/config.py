@@ -250,6 +250,8 @@ class EngineSettings(StrictModel):
     plan_cache: bool = True
     max_concurrency: Annotated[int, Field(gt=0)] = 4
     row_budget: Annotated[int, Field(gt=0)] | None = None
+    #: plans the planner writes per question; above 1 an execution-guided selector picks one
+    candidates: Annotated[int, Field(gt=0, le=10)] = 1
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
 

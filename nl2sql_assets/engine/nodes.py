@@ -112,8 +112,13 @@ RESOLVER_SYSTEM = (
 )
 
 
-def resolver_messages(question: str, datasource_lines: Sequence[str]) -> list[dict[str, Any]]:
-    user = "Datasources:\n" + "\n".join(datasource_lines) + f"\n\nQuestion: {question}"
+def _with_history(history: str, question: str) -> str:
+    """The question, after the earlier turns of its conversation when it has any."""
+    return (f"{history}\n\n" if history else "") + f"Question: {question}"
+
+
+def resolver_messages(question: str, datasource_lines: Sequence[str], history: str = "") -> list[dict[str, Any]]:
+    user = "Datasources:\n" + "\n".join(datasource_lines) + "\n\n" + _with_history(history, question)
     return _msgs(RESOLVER_SYSTEM, user)
 
 
@@ -124,8 +129,8 @@ DECOMPOSER_SYSTEM = (
 )
 
 
-def decomposer_messages(question: str, schema: str) -> list[dict[str, Any]]:
-    return _msgs(DECOMPOSER_SYSTEM, f"Schema:\n{schema}\n\nQuestion: {question}")
+def decomposer_messages(question: str, schema: str, history: str = "") -> list[dict[str, Any]]:
+    return _msgs(DECOMPOSER_SYSTEM, f"Schema:\n{schema}\n\n" + _with_history(history, question))
 
 
 PLANNER_SYSTEM = (
@@ -138,8 +143,13 @@ PLANNER_SYSTEM = (
 )
 
 
+#: How the planner is told which of N candidate plans it writes (the gold LLM reads it back).
+CANDIDATE_NOTE = "This is candidate plan {index} of {count}: write a valid plan that may differ from the others."
+
+
 def planner_messages(
-    question: str, schema: str, dialect: str, sub_queries: Sequence[SubQuery] = ()
+    question: str, schema: str, dialect: str, sub_queries: Sequence[SubQuery] = (), history: str = "",
+    candidate: tuple[int, int] | None = None,
 ) -> list[dict[str, Any]]:
     parts = [f"Database dialect: {dialect}", f"Schema:\n{schema}"]
     if sub_queries:
@@ -149,7 +159,9 @@ def planner_messages(
             for sq in sub_queries
         ]
         parts.append("Parts to cover:\n" + "\n".join(lines))
-    parts.append(f"Question: {question}")
+    parts.append(_with_history(history, question))
+    if candidate is not None and candidate[1] > 1:
+        parts.append(CANDIDATE_NOTE.format(index=candidate[0], count=candidate[1]))
     return _msgs(PLANNER_SYSTEM, "\n\n".join(parts))
 
 
@@ -162,10 +174,11 @@ REFINER_SYSTEM = (
 
 
 def refiner_messages(
-    question: str, schema: str, dialect: str, plan: dict[str, Any], error_code: str, error_message: str
+    question: str, schema: str, dialect: str, plan: dict[str, Any], error_code: str, error_message: str,
+    history: str = "",
 ) -> list[dict[str, Any]]:
     user = (
-        f"Database dialect: {dialect}\n\nSchema:\n{schema}\n\nQuestion: {question}\n\n"
+        f"Database dialect: {dialect}\n\nSchema:\n{schema}\n\n{_with_history(history, question)}\n\n"
         f"Failed plan:\n{json.dumps(plan, ensure_ascii=False)}\n\nError ({error_code}): {error_message}"
     )
     return _msgs(REFINER_SYSTEM, user)

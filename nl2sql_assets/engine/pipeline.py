@@ -34,6 +34,8 @@ from nl2sql_assets.config import ConfigError, DatasourceAccess, LLMConfig, Polic
 from nl2sql_assets.datasources.base import DatasourceAdapter, DatasourceError
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.engine import nodes
+from nl2sql_assets.engine.candidates import CandidateOutcome, select_candidate
+from nl2sql_assets.engine.conversation import Conversation, Turn, conversation_key, conversation_text
 from nl2sql_assets.engine.events import RUN_FINISHED, RUN_STARTED, Event, EventBus
 from nl2sql_assets.engine.executor import execute
 from nl2sql_assets.engine.plan import PlanModel
@@ -43,6 +45,7 @@ from nl2sql_assets.engine.result import (
     SECURITY_VIOLATION,
     VALIDATION_ERROR,
     Answer,
+    CandidateRun,
     LLMCall,
     QueryResult,
     ResultSet,
@@ -74,6 +77,7 @@ class RuntimeOptions:
     curated: bool = True  # match config.curated before planning
     plan_cache: bool = True  # reuse a plan that worked for the same (datasource, role, question)
     full_snapshot_max_tables: int | None = None  # None: settings.retrieval.full_snapshot_max_tables
+    candidates: int | None = None  # None: settings.candidates (plans per question; >1 selects one)
 
 
 class _Stop(Exception):
@@ -104,6 +108,13 @@ class _RunState:
     answer: Answer | None = None
     retries: int = 0
     source: str = "generated"
+    conversation: tuple[Turn, ...] = ()
+    candidates: list[CandidateRun] = dataclasses.field(default_factory=list)
+    selected_candidate: int | None = None
+
+    @property
+    def history(self) -> str:
+        return conversation_text(self.conversation)
 
     def add_time(self, node: str, seconds: float) -> None:
         self.timings[node] = self.timings.get(node, 0.0) + seconds
@@ -130,6 +141,8 @@ class _RunState:
             timings=self.timings,
             retries=self.retries,
             source=self.source,  # type: ignore[arg-type]
+            candidates=self.candidates,
+            selected_candidate=self.selected_candidate,
         )
 
 
@@ -265,6 +278,7 @@ class Engine:
         *,
         run_id: str | None = None,
         context: dict | None = None,
+        conversation: Conversation = (),
     ) -> QueryResult:
         """``aask`` from synchronous code.
 
@@ -272,7 +286,7 @@ class Engine:
         repeated calls reuse litellm's HTTP connections and never make it move its logging
         worker between loops; this also works when the caller is inside a running loop.
         """
-        return run_sync(self.aask(question, role, run_id=run_id, context=context))
+        return run_sync(self.aask(question, role, run_id=run_id, context=context, conversation=conversation))
 
     def _check_role(self, role: str | None) -> str:
         role = role or self.config.policies.default_role
@@ -289,9 +303,13 @@ class Engine:
         *,
         run_id: str | None = None,
         context: dict | None = None,
+        conversation: Conversation = (),
     ) -> QueryResult:
+        """Answer ``question`` for ``role``. ``conversation`` holds the earlier turns of a chat
+        (question, SQL, answer each) a follow-up is read against: the LLM nodes are shown them."""
         role = self._check_role(role)
-        state = _RunState(run_id=run_id or uuid.uuid4().hex, question=question, role=role)
+        state = _RunState(run_id=run_id or uuid.uuid4().hex, question=question, role=role,
+                          conversation=tuple(Turn.model_validate(t) for t in conversation))
         with self._run_scope(state, context) as finished:
             finished.append(await self._run(state))
             return finished[0]
@@ -392,7 +410,8 @@ class Engine:
             cfg = self.registry.config(ds_id)
             lines.append(nodes.datasource_line(ds_id, cfg.description if cfg is not None else "", snap))
         selection = await self._llm(
-            state, "resolver", nodes.resolver_messages(state.question, lines), nodes.DatasourceSelection
+            state, "resolver", nodes.resolver_messages(state.question, lines, state.history),
+            nodes.DatasourceSelection
         )
         state.routing = list(selection.datasources)
         if not selection.answerable or not selection.datasources:
@@ -433,19 +452,30 @@ class Engine:
         schema = await self._schema_for(snapshot, state)
         dialect = adapter.dialect
 
-        cache_key = (ds_id, state.role, normalise_question(state.question))
-        use_cache = self.options.plan_cache and self.config.settings.plan_cache
+        # A follow-up's plan depends on its conversation; N candidates are a fresh choice each time.
+        cache_key = (ds_id, state.role, normalise_question(state.question), conversation_key(state.conversation))
+        n_candidates = self.options.candidates or self.config.settings.candidates
+        use_cache = self.options.plan_cache and self.config.settings.plan_cache and n_candidates == 1
         plan = self._plan_cache.get(cache_key) if use_cache else None
         if plan is None:
             decomposition = await self._llm(
-                state, "decomposer", nodes.decomposer_messages(state.question, schema), nodes.Decomposition
+                state, "decomposer", nodes.decomposer_messages(state.question, schema, state.history),
+                nodes.Decomposition,
             )
-            plan = await self._llm(
-                state,
-                "planner",
-                nodes.planner_messages(state.question, schema, dialect, decomposition.sub_queries),
-                PlanModel,
-            )
+            plans = await asyncio.gather(*(
+                self._llm(
+                    state,
+                    "planner",
+                    nodes.planner_messages(state.question, schema, dialect, decomposition.sub_queries,
+                                           state.history, candidate=(k, n_candidates)),
+                    PlanModel,
+                )
+                for k in range(1, n_candidates + 1)
+            ))
+            plan = plans[0]
+            if n_candidates > 1 and await self._candidates(state, plans, ds_id, adapter, snapshot, access):
+                await self._synthesize(state)
+                return state.result("success")
 
         budget = self.config.settings.retry_budget
         kept_same = False
@@ -505,7 +535,7 @@ class Engine:
             repair = await self._llm(
                 state,
                 "refiner",
-                nodes.refiner_messages(state.question, schema, dialect, state.plan, code, message),
+                nodes.refiner_messages(state.question, schema, dialect, state.plan, code, message, state.history),
                 nodes.PlanRepair,
             )
             if repair.keep_same_plan or repair.plan is None:
@@ -520,6 +550,65 @@ class Engine:
                 self._plan_cache.popitem(last=False)
         await self._synthesize(state)
         return state.result("success")
+
+    async def _candidates(self, state: _RunState, plans: Sequence[PlanModel], ds_id: str,
+                          adapter: DatasourceAdapter, snapshot: SchemaSnapshot,
+                          access: DatasourceAccess | None) -> bool:
+        """Try every candidate plan (validate, render, policy check, execute) and keep the one the
+        selector chooses; False when every candidate failed (the first then takes the repair path).
+
+        A policy refusal of any candidate stops the run, as it does for a single plan: the
+        selector never looks for a plan that gets around the policy."""
+        dialect = adapter.dialect
+        outcomes: list[CandidateOutcome] = []
+        for index, plan in enumerate(plans):
+            started = time.perf_counter()
+            run = CandidateRun(index=index, plan=plan.to_data())
+            outcome = await self._timed(
+                state, "validator",
+                lambda p=plan: _validate(p, snapshot, access, state.role, self.refusal_names_tables,
+                                         self._row_budget(access)),
+            )
+            if not outcome.ok and outcome.error_code == SECURITY_VIOLATION:
+                rule = "table_scope" if outcome.denied_tables else "column_scope"
+                raise _Stop(SECURITY_VIOLATION, outcome.message or "", rule)
+            if not outcome.ok:
+                run.error_code, run.error_message = outcome.error_code or VALIDATION_ERROR, outcome.message
+            else:
+                try:
+                    sql = await self._timed(state, "generator", lambda p=plan: _generate(p, dialect, snapshot))
+                except ValueError as exc:
+                    run.error_code, run.error_message = VALIDATION_ERROR, f"cannot render the plan as SQL: {exc}"
+                else:
+                    decision = await self._timed(
+                        state, "policy", lambda s=sql: self._policy(s, dialect, snapshot, access, state.role)
+                    )
+                    if not decision.allowed:
+                        raise _Stop(SECURITY_VIOLATION, decision.refusal(self.refusal_names_tables), decision.rule)
+                    run.sql = sql
+                    try:
+                        run.result_set = await self._timed(
+                            state, "executor",
+                            lambda s=sql, lim=outcome.limit_applied: execute(adapter, ds_id, s, limit_applied=lim),
+                            thread=True,
+                        )
+                    except DatasourceError as exc:
+                        run.error_code, run.error_message = exc.code, redact(str(exc))
+            run.seconds = time.perf_counter() - started
+            state.candidates.append(run)
+            state.plans.append(run.plan or {})
+            outcomes.append(CandidateOutcome(index, run.result_set.rows if run.result_set else None, run.error_code))
+        chosen = select_candidate(outcomes)
+        if chosen is None:
+            state.plans.clear()
+            return False
+        picked = state.candidates[chosen]
+        assert picked.result_set is not None
+        state.selected_candidate = chosen
+        state.plan = picked.plan
+        state.sql = picked.sql
+        state.result_sets = [picked.result_set]
+        return True
 
     async def _synthesize(self, state: _RunState) -> None:
         rs = state.result_sets[0]

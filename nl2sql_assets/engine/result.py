@@ -36,6 +36,19 @@ class Answer(StrictModel):
     content: str = ""
 
 
+class CandidateRun(StrictModel):
+    """One of N candidate plans a run tried (``settings.candidates``): what it returned, or why
+    it was dropped, and the seconds it took to validate and execute."""
+
+    index: int
+    plan: dict[str, Any] | None = None
+    sql: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    result_set: ResultSet | None = None
+    seconds: float = 0.0
+
+
 class QueryResult(StrictModel):
     run_id: str
     question: str
@@ -57,6 +70,10 @@ class QueryResult(StrictModel):
     timings: dict[str, float] = Field(default_factory=dict)  # seconds per node
     retries: int = 0
     source: Source = "generated"
+    #: the candidate plans tried, in the order the planner wrote them (empty: one plan, no selection)
+    candidates: list[CandidateRun] = Field(default_factory=list)
+    #: which of ``candidates`` the selector chose (None: no selection, or every candidate failed)
+    selected_candidate: int | None = None
 
     @property
     def usage(self) -> dict[str, Usage]:

@@ -47,8 +47,12 @@ ONE_CASE_EACH = [
     _case(tags=["single-table", "aggregation"], difficulty="easy", paraphrase_group="pg", tables=["Album"],
           columns=["Album.AlbumId"], order_matters=True, alt_sql=["SELECT 347 AS n"], alt_rows=[[{"n": 347}]]),
     _case(domain="music catalog", origin="imported", status="draft", rows=None),
-    _case(status="draft", rows=None, pending={"follow_up_context": [{"question": "And before?", "sql": "SELECT 1"}],
-                                              "candidate_selection": {"n": 3}, "semantic_model": "m.yml"}),
+    _case(status="draft", rows=None, pending={"semantic_model": "m.yml"}),
+    _case(turns=[{"question": "And before?", "sql": "SELECT 1",
+                  "plan": {"select": [{"expr": {"kind": "literal", "value": 1}}], "from": {"name": "Album"}}}],
+          candidates=3, plan={"select": [{"expr": {"kind": "column", "name": "AlbumId"}}], "from": {"name": "Album"}},
+          candidate_plans=[{"select": [{"expr": {"kind": "column", "name": "Title"}}], "from": {"name": "Album"}}]),
+    _case(candidates=True),
     _case(kind="probe", sql="DELETE FROM Album", rows=None, outcome={"admin": "refused", "viewer": "refused"},
           rule="read_only", tags=["policy-rejection"]),
     _case(kind="probe", sql="SELECT Title FROM Album LIMIT 5", rows=None, outcome={"viewer": "allowed"},
@@ -65,8 +69,8 @@ def test_each_kind_of_case_round_trips(case: EvalCase) -> None:
     assert import_lines(json.dumps(line), "one.jsonl", CTX) == [case]
 
 
-def test_probes_and_pending_fields_use_the_contract_s_own_keys() -> None:
-    probe, control, pending = ONE_CASE_EACH[4], ONE_CASE_EACH[5], ONE_CASE_EACH[3]
+def test_probes_follow_ups_and_candidates_use_the_contract_s_own_keys() -> None:
+    probe, control, pending = ONE_CASE_EACH[6], ONE_CASE_EACH[7], ONE_CASE_EACH[3]
     line = case_to_line(probe)
     assert (line["expected_outcome"], line["policy_probe_sql"], line["policy_rule"]) == (
         "policy_rejection", "DELETE FROM Album", "read_only")
@@ -74,9 +78,13 @@ def test_probes_and_pending_fields_use_the_contract_s_own_keys() -> None:
     assert case_to_line(control)["expected_outcome"] == "policy_allowed"
     assert case_to_line(control)["sql_policy"]["roles"]["viewer"]["row_budget"] == 10
     line = case_to_line(pending)
-    assert line["follow_up_context"] == [{"question": "And before?", "sql": "SELECT 1"}]
-    assert line["candidate_selection"] == {"n": 3} and line["semantic_model"] == "m.yml"
-    assert case_to_line(ONE_CASE_EACH[6])["database"] == ["chinook", "support"]
+    assert line["semantic_model"] == "m.yml" and line["follow_up_context"] is None
+    line = case_to_line(ONE_CASE_EACH[4])
+    assert line["follow_up_context"][0]["question"] == "And before?"
+    assert line["follow_up_context"][0]["sql"] == "SELECT 1"
+    assert line["candidate_selection"] == 3
+    assert case_to_line(ONE_CASE_EACH[5])["candidate_selection"] is True
+    assert case_to_line(ONE_CASE_EACH[8])["database"] == ["chinook", "support"]
 
 
 FOREIGN = [
@@ -98,7 +106,7 @@ def test_a_foreign_gold_set_becomes_drafts_with_its_fields_kept() -> None:
                                                                    ["single-table"])
     assert m1.outcome == {"analyst": "allowed", "viewer": "allowed"}  # the import's default roles
     assert m2.datasources == ["chinook"]  # a database file maps onto the datasource reading it
-    assert m2.pending == {"follow_up_context": [{"question": "How many albums?"}], "candidate_selection": True}
+    assert [t.question for t in m2.turns] == ["How many albums?"] and m2.candidates is True and not m2.pending
     assert (m3.kind, m3.sql, m3.rule, m3.datasources, m3.domain) == ("probe", "DELETE FROM Album", None,
                                                                      ["chinook"], None)
     assert m3.outcome == {"analyst": "refused", "viewer": "refused"}
@@ -113,7 +121,7 @@ def test_every_problem_is_named_by_file_line_case_and_field() -> None:
         '{"id": "d", "question": "q", "database": "chinook", "expected_outcome": "policy_rejection", '
         '"policy_probe_sql": "DELETE FROM x", "expected_sql": "SELECT 1"}',
         '{"id": "e", "question": "q", "database": "chinook", "expected_sql": "SELECT 1", "status": "approved", '
-        '"candidate_selection": true}',
+        '"semantic_model": "m.yml"}',
         '{"id": "f", "question": "q", "database": "chinook", "expected_outcome": "rejected", "policy_probe_sql": "x"}',
         '{"id": "a", "question": "q", "database": "chinook", "expected_sql": "SELECT 1"}',
         '{"question": "q", "database": "chinook"}',
@@ -126,7 +134,7 @@ def test_every_problem_is_named_by_file_line_case_and_field() -> None:
     assert "line 3: case b: database 'nowhere.db' is neither a datasource id nor the file of one" in problems[2]
     assert "line 4: case c: sql_policy: 'strict' names a policy; give the policy itself" in problems[3]
     assert "line 5: case d: policy_probe_sql: a probe has expected_outcome and policy_probe_sql, and no" in problems[4]
-    assert "line 6: case e: pending: ['candidate_selection'] are not run yet" in problems[5]
+    assert "line 6: case e: pending: ['semantic_model'] are not run yet" in problems[5]
     assert "line 7: case f: expected_outcome: policy_rejection or policy_allowed, not 'rejected'" in problems[6]
     assert "line 8: case a: id: case id 'a' appears more than once (first at line 1)" in problems[7]
     assert problems[8] == "bad.jsonl, line 9: id: required field is missing"
@@ -139,9 +147,11 @@ def test_import_writes_a_new_draft_suite_and_never_replaces_a_file(tmp_path: Pat
     out = tmp_path / "imported.yaml"
     ctx = ImportContext(roles=("analyst",), database="chinook", datasources=CTX.datasources)
     report = import_jsonl(source, out, ctx)
-    assert (report.cases, report.drafts, report.pending) == (3, 3, ["m2"])
+    assert (report.cases, report.drafts, report.pending) == (3, 3, [])
     suite = load_suite(out)
     assert [c.id for c in suite.cases] == ["m1", "m2", "m3"] and not suite.approved
+    assert [t.question for t in suite.case("m2").turns] == ["How many albums?"]  # the follow-up's turn, kept
+    assert suite.case("m2").candidates is True
     assert "Imported by `nl2sql-assets eval import` from gold.jsonl" in suite.header
     with pytest.raises(JsonlError, match="already exists"):
         import_jsonl(source, out, ctx)

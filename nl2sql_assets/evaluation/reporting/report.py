@@ -39,6 +39,7 @@ from nl2sql_assets.evaluation.reporting.coverage import (
     execution_success,
     is_query,
 )
+from nl2sql_assets.evaluation.reporting.uplift import CandidateUplift, candidate_uplift
 from nl2sql_assets.evaluation.running.modes import get_mode
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,
@@ -149,6 +150,8 @@ class Board(StrictModel):
     execution_success: Rate | None = None
     by_domain: dict[str, DomainRates] = Field(default_factory=dict)
     coverage: Coverage | None = None
+    #: selected vs first candidate on runs that tried candidate plans (None: none did)
+    candidate_uplift: CandidateUplift | None = None
     results: list[CaseRecord] = Field(default_factory=list)
 
     @model_validator(mode="before")
@@ -516,6 +519,7 @@ def build_board(config: str, records: Sequence[CaseRecord], meta: RunMeta,
         execution_success=execution_success(scored),
         by_domain=by_domain(records),
         coverage=coverage(records),
+        candidate_uplift=candidate_uplift(scored),
         results=list(records),
     )
 
@@ -610,6 +614,8 @@ def to_markdown(board: Board) -> str:
     lines += [line for summary in board.summaries().values() if (line := summary.markdown())]
     if board.coverage is not None:
         lines.append(coverage_line(board.coverage))
+    if board.candidate_uplift is not None:
+        lines.append(board.candidate_uplift.markdown())
     if board.by_domain:
         lines += ["", domains_markdown(board.by_domain), ""]
     if board.determinism is not None:

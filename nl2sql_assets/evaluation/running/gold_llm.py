@@ -5,6 +5,12 @@ that always returns the reviewed answer, so a failing case is a bug in a code no
 plan, never a model's mistake. Which case a request belongs to is learnt from the engine's
 ``run.started`` event (its ``context.case_id``) and the ``X-NL2SQL-Run-Id`` header each call
 carries; what to answer is one table keyed by the structured output's schema name.
+
+A follow-up case's earlier turns are served too: the runner names the turn in the run's
+context (``turn``: 0 for the first earlier turn, ``len(turns)`` for the case's own question),
+and each turn is answered from its own question and plan. A planner asked for candidate k of
+N gets the case's k-th ``candidate_plans`` entry (its hand plan when there is none), so
+candidate selection is measured key-free.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import re
 import socket
 import threading
 import time
@@ -23,6 +30,7 @@ from typing import Any, Literal
 
 from nl2sql_assets.config import LLMConfig, ModelSettings
 from nl2sql_assets.engine.events import RUN_FINISHED, RUN_STARTED, Event, EventBus
+from nl2sql_assets.engine.nodes import CANDIDATE_NOTE
 from nl2sql_assets.evaluation.suites import EvalCase
 from nl2sql_assets.llm.client import RUN_ID_HEADER, declare_free_model
 
@@ -37,8 +45,31 @@ class GoldRequestError(Exception):
 
 @dataclass(frozen=True)
 class _Run:
-    case: EvalCase
+    case: EvalCase  # the case as this run sees it: an earlier turn's question and plan for a warm-up turn
     role: str | None
+
+
+_CANDIDATE = re.compile(re.escape(CANDIDATE_NOTE).replace(r"\{index\}", r"(\d+)").replace(r"\{count\}", r"(\d+)"))
+
+
+def turn_view(case: EvalCase, turn: int | None) -> EvalCase:
+    """The case as one turn of its conversation sees it: an earlier turn's question, SQL and plan
+    (no rows: the gold rows are the final turn's), or the case itself for its own question."""
+    if turn is None or turn >= len(case.turns) or turn < 0:
+        return case
+    earlier = case.turns[turn]
+    return case.model_copy(update={"question": earlier.question, "sql": earlier.sql, "plan": earlier.plan,
+                                   "rows": None, "turns": [], "candidate_plans": [], "candidates": None})
+
+
+def candidate_index(body: dict[str, Any]) -> int | None:
+    """Which candidate plan (1-based) a planner request asks for, from its prompt; None: a single plan."""
+    for message in reversed(body.get("messages") or []):
+        content = message.get("content") if isinstance(message, dict) else None
+        match = _CANDIDATE.search(content) if isinstance(content, str) else None
+        if match:
+            return int(match.group(1))
+    return None
 
 
 #: An answer maker: (case, role, server) → the JSON object the node expects.
@@ -98,6 +129,13 @@ def _decomposition(case: EvalCase, role: str | None, server: GoldLLMServer) -> d
 
 def _plan_model(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
     return _plan(case).to_data()
+
+
+def serve_candidate(case: EvalCase, index: int | None) -> EvalCase:
+    """The case with the plan candidate ``index`` (1-based) should get as its plan."""
+    if index is None or index < 1 or index > len(case.candidate_plans):
+        return case
+    return case.model_copy(update={"plan": case.candidate_plans[index - 1]})
 
 
 def _repair(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
@@ -306,8 +344,10 @@ class GoldLLMServer:
             case = self._by_question.get(str(payload.get("question", "")).strip().lower())
         if case is None:
             return
+        turn = context.get("turn")
+        view = turn_view(case, int(turn) if isinstance(turn, int) else None)
         with self._lock:
-            self._runs[event.run_id] = _Run(case, payload.get("role"))
+            self._runs[event.run_id] = _Run(view, payload.get("role"))
 
     def _on_finished(self, event: Event) -> None:
         if event.run_id is not None:
@@ -333,7 +373,8 @@ class GoldLLMServer:
             run = self._runs.get(run_id)
         if run is None:
             raise GoldRequestError(f"unknown run {run_id!r}: no run.started event named a known case for it")
-        content = json.dumps(make(run.case, run.role, self))
+        case = serve_candidate(run.case, candidate_index(body)) if schema == "PlanModel" else run.case
+        content = json.dumps(make(case, run.role, self))
         with self._lock:
             self.requests += 1
             self.requests_by_schema[schema] += 1

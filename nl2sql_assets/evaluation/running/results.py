@@ -64,6 +64,11 @@ class CaseRecord(StrictModel):
     retries: int = 0
     retrieval: dict[str, Any] | None = None
     routed: list[str] | None = None
+    warmup_turns: int = 0  # a follow-up's earlier turns played first (not timed, not scored)
+    candidate_count: int = 0  # candidate plans tried (0: one plan, no selection)
+    selected_candidate: int | None = None  # which one the selector chose
+    first_candidate_status: Verdict | None = None  # the verdict had the first candidate answered
+    candidate_extra_s: float | None = None  # seconds spent on candidates after the first
 
     @model_validator(mode="before")
     @classmethod

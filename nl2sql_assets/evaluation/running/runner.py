@@ -7,6 +7,11 @@ asks for, and keeps the records.
 
 Every case run gets its own run scope on the engine's bus (``run.started`` carries the
 case in ``context``), then an ``eval.case`` event; the run ends with ``eval.finished``.
+
+A follow-up case plays its earlier turns first, each with the conversation so far (``turn`` in
+the context names which): warm-up, priced but neither timed nor scored. Only the final turn's
+latency and result make the record. A run that tried candidate plans is also scored as if the
+first candidate had answered (``first_candidate_status``), which candidate uplift compares.
 """
 
 from __future__ import annotations
@@ -119,6 +124,8 @@ def build_case_record(
     cost_usd: float | None,
     unknown_cost_calls: int,
     engine_error: bool = False,
+    warmup_turns: int = 0,
+    first_candidate_status: Verdict | None = None,
 ) -> CaseRecord:
     """One case run's compact verdict: statuses from the scores, and what the run produced."""
     case = rr.case
@@ -171,7 +178,24 @@ def build_case_record(
         retries=result.retries,
         retrieval=result.retrieval,
         routed=result.routing,
+        warmup_turns=warmup_turns,
+        candidate_count=len(result.candidates),
+        selected_candidate=result.selected_candidate,
+        first_candidate_status=first_candidate_status,
+        candidate_extra_s=sum(c.seconds for c in result.candidates[1:]) if len(result.candidates) > 1 else None,
     )
+
+
+def first_candidate_result(result: QueryResult) -> QueryResult | None:
+    """What the run would have returned had the first candidate plan answered (None: no selection)."""
+    if len(result.candidates) < 2:
+        return None
+    first = result.candidates[0]
+    if first.result_set is None:
+        return result.model_copy(update={"status": "error", "error_code": first.error_code,
+                                         "error_message": first.error_message, "result_sets": [],
+                                         "sql": first.sql, "plan": first.plan})
+    return result.model_copy(update={"result_sets": [first.result_set], "sql": first.sql, "plan": first.plan})
 
 
 # ---------------------------------------------------------------- the case runs a mode's loop asks for
@@ -205,13 +229,20 @@ class _Cases:
         cfg = self.lineup.configs[job.config]
         if job.rr.case.kind == "probe":
             return await self._probe(cfg, job)
-        result, latency, failed = await self._ask(cfg.runtime, job)
+        result, latency, failed, warmup = await self._ask(cfg.runtime, job)
         cost, unknown = self._price(result, cfg)
-        record = self._record(job, cfg, result, latency, failed, None if unknown else cost, unknown)
+        for turn in warmup:  # warm-up turns are paid for like any call
+            w_cost, w_unknown = self._price(turn, cfg)
+            cost, unknown = cost + w_cost, unknown + w_unknown
+        record = self._record(job, cfg, result, latency, failed, None if unknown else cost, unknown,
+                              warmup_turns=len(warmup))
         total = cost
         if result.source == "verified" and cfg.generated_runtime is not None:
-            g_result, g_latency, g_failed = await self._ask(cfg.generated_runtime, job)
+            g_result, g_latency, g_failed, g_warmup = await self._ask(cfg.generated_runtime, job)
             g_cost, g_unknown = self._price(g_result, cfg)
+            for turn in g_warmup:
+                w_cost, w_unknown = self._price(turn, cfg)
+                g_cost, g_unknown = g_cost + w_cost, g_unknown + w_unknown
             generated = self._record(job, cfg, g_result, g_latency, g_failed, None if g_unknown else g_cost,
                                      g_unknown)
             record = record.model_copy(update={"generated": generated})
@@ -268,21 +299,29 @@ class _Cases:
     # ------------------------------------------------------------ one case run
 
     @staticmethod
-    def _context(job: CaseJob) -> dict[str, Any]:
+    def _context(job: CaseJob, turn: int | None = None) -> dict[str, Any]:
         rr = job.rr
-        return {"case_id": rr.case.id, "suite": rr.suite, "pass": job.pass_index, "config": job.config,
-                "role": rr.role}
+        context: dict[str, Any] = {"case_id": rr.case.id, "suite": rr.suite, "pass": job.pass_index,
+                                   "config": job.config, "role": rr.role}
+        if rr.case.turns:
+            context["turn"] = len(rr.case.turns) if turn is None else turn
+        return context
 
     def _runtime(self, runtime: Any, job: CaseJob) -> Any:
         """The runtime a case is asked on: ``runtime``, or a runtime derived from it under the
-        case's own policy (made once per case and runtime)."""
+        case's own policy and candidate count (made once per case and runtime)."""
         case = job.rr.case
-        if case.policy is None:
+        setting = runtime.options.candidates or runtime.config.settings.candidates
+        candidates = case.candidate_count(setting)
+        if case.policy is None and candidates == setting:
             return runtime
         key = (id(runtime), f"{job.rr.suite}:{case.id}")
         own = self._own_policy.get(key)
         if own is None:
-            own = runtime.derive(policies=case.policy.policies(self.config.policies))
+            changes: dict[str, Any] = {"candidates": candidates}
+            if case.policy is not None:
+                changes["policies"] = case.policy.policies(self.config.policies)
+            own = runtime.derive(**changes)
             self._own_policy[key] = own
         return own
 
@@ -305,17 +344,34 @@ class _Cases:
         self._done[job.index] = (self._record(job, cfg, result, latency, failed, 0.0, 0, decision), 0.0)
         return 0.0
 
-    async def _ask(self, runtime: Any, job: CaseJob) -> tuple[QueryResult, float, bool]:
+    async def _ask(self, runtime: Any, job: CaseJob) -> tuple[QueryResult, float, bool, list[QueryResult]]:
+        """The final turn's result, its latency and whether the engine raised, and the results of
+        the warm-up turns played before it (a follow-up's earlier turns; not timed)."""
+        from nl2sql_assets.engine.conversation import Turn
+
         rr = job.rr
         runtime = self._runtime(runtime, job)
+        conversation: list[Turn] = []
+        warmup: list[QueryResult] = []
+        try:
+            for index, earlier in enumerate(rr.case.turns):
+                turn = await runtime.aask(earlier.question, rr.role, context=self._context(job, index),
+                                          conversation=list(conversation))
+                warmup.append(turn)
+                conversation.append(Turn(question=earlier.question, sql=turn.sql,
+                                         answer=turn.answer.summary if turn.answer is not None else None))
+        except Exception as exc:
+            log.exception("case %s (%s) raised in a warm-up turn", rr.case.id, rr.role)
+            return _error_result(rr, exc), 0.0, True, warmup
         started = time.perf_counter()
         try:
-            result = await runtime.aask(rr.case.question, rr.role, context=self._context(job))
+            result = await runtime.aask(rr.case.question, rr.role, context=self._context(job),
+                                        conversation=conversation)
             failed = False
         except Exception as exc:  # the engine should return errors; a raise must not sink the run
             log.exception("case %s (%s) raised in the engine", rr.case.id, rr.role)
             result, failed = _error_result(rr, exc), True
-        return result, time.perf_counter() - started, failed
+        return result, time.perf_counter() - started, failed, warmup
 
     def _price(self, result: QueryResult, cfg: ConfigRun) -> tuple[float, int]:
         from nl2sql_assets.llm.prices import price_calls
@@ -332,8 +388,7 @@ class _Cases:
             )
         return cost, unknown
 
-    def _record(self, job: CaseJob, cfg: ConfigRun, result: QueryResult, latency: float, failed: bool,
-                cost: float | None, unknown: int, policy: PolicyDecision | None = None) -> CaseRecord:
+    def _scores(self, job: CaseJob, result: QueryResult, policy: PolicyDecision | None = None) -> dict[str, Score]:
         case_run = CaseRun(
             case=job.rr.case,
             role=job.rr.role,
@@ -345,11 +400,18 @@ class _Cases:
             routed=result.routing,
             policy=policy,
         )
-        scores = score_run(self.scorers, case_run)
+        return score_run(self.scorers, case_run)
+
+    def _record(self, job: CaseJob, cfg: ConfigRun, result: QueryResult, latency: float, failed: bool,
+                cost: float | None, unknown: int, policy: PolicyDecision | None = None,
+                warmup_turns: int = 0) -> CaseRecord:
+        scores = self._scores(job, result, policy)
+        first = first_candidate_result(result)
+        first_status = case_status(self._scores(job, first))[0] if first is not None and not failed else None
         return build_case_record(
             rr=job.rr, config_name=cfg.name, mode=self.mode, pass_index=job.pass_index, result=result,
             scores=scores, latency_s=latency, models=cfg.models, cost_usd=cost, unknown_cost_calls=unknown,
-            engine_error=failed,
+            engine_error=failed, warmup_turns=warmup_turns, first_candidate_status=first_status,
         )
 
 

@@ -19,8 +19,12 @@ is one more entry):
 - ``sql_policy`` (an inline policy: roles, and optionally dangerous functions) -> ``policy``.
 - ``outcome`` (ours) or ``role`` -> the per-role outcome; without either, the import's default
   roles get ``allowed`` (a query) or ``refused`` (a rejection probe).
-- ``follow_up_context``, ``candidate_selection``, ``semantic_model``: not run by this product yet;
-  kept under ``pending`` as they were (the case stays a draft) and written back on export.
+- ``follow_up_context`` (the earlier turns: a list of objects with ``question`` and optionally
+  ``sql`` and our ``plan``) -> ``turns``.
+- ``candidate_selection`` (``true``/``false``, or a number of candidates; ``{"n": N}`` reads as N)
+  -> ``candidates``.
+- ``semantic_model``: not run by this product yet; kept under ``pending`` as it was (the case
+  stays a draft) and written back on export.
 - ``status`` and ``origin`` (ours) travel as they are; a line without them (another tool's gold
   set) becomes ``status: draft``, ``origin: imported``.
 """
@@ -42,7 +46,9 @@ from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite
 from nl2sql_assets.evaluation.suites.writer import dump_suite
 
 #: Contract fields this product keeps but does not run yet (a case holding one stays a draft).
-PENDING_KEYS = ("follow_up_context", "candidate_selection", "semantic_model")
+PENDING_KEYS = ("semantic_model",)
+#: Contract keys that map onto case fields of their own (follow-ups, candidate selection).
+CONVERSATION_KEYS = ("follow_up_context", "candidate_selection")
 REJECTION = "policy_rejection"
 ALLOWED = "policy_allowed"
 
@@ -200,11 +206,35 @@ def _load_pending(line: dict[str, Any], case: dict[str, Any], ctx: ImportContext
 
 
 def _dump_pending(case: EvalCase, line: dict[str, Any]) -> None:
-    for key in PENDING_KEYS[:2]:  # the contract's own keys, always written
-        line[key] = case.pending.get(key)
     for key, value in case.pending.items():
-        if key not in PENDING_KEYS[:2]:
-            line[key] = value
+        line[key] = value
+
+
+def _load_conversation(line: dict[str, Any], case: dict[str, Any], ctx: ImportContext) -> None:
+    context = line.get("follow_up_context")
+    if context is not None:
+        if not isinstance(context, list) or not all(isinstance(t, dict) for t in context):
+            raise ValueError("follow_up_context: a list of earlier turns, each an object with question (and sql)")
+        case["turns"] = context
+    selection = line.get("candidate_selection")
+    if isinstance(selection, dict):
+        if set(selection) != {"n"}:
+            raise ValueError(f"candidate_selection: true, false, a number or {{\"n\": N}}, not {selection!r}")
+        selection = selection["n"]
+    if selection is not None:
+        case["candidates"] = selection
+
+
+def _dump_conversation(case: EvalCase, line: dict[str, Any]) -> None:
+    # The contract's own keys, always written (null when unset).
+    line["follow_up_context"] = [
+        {k: (v.to_data() if k == "plan" else v) for k, v in (("question", t.question), ("sql", t.sql),
+                                                               ("plan", t.plan)) if v is not None}
+        for t in case.turns
+    ] or None
+    line["candidate_selection"] = case.candidates
+    if case.candidate_plans:
+        line["candidate_plans"] = [p.to_data() for p in case.candidate_plans]
 
 
 def _load_review(line: dict[str, Any], case: dict[str, Any], ctx: ImportContext) -> None:
@@ -219,7 +249,7 @@ def _dump_review(case: EvalCase, line: dict[str, Any]) -> None:
 
 #: Our own case fields, carried under their suite names (left out when unset or empty).
 OWN_KEYS = ("difficulty", "paraphrase_group", "tables", "columns", "order_matters", "rows", "alt_sql", "alt_rows",
-            "plan")
+            "plan", "candidate_plans")
 
 
 def _load_own(line: dict[str, Any], case: dict[str, Any], ctx: ImportContext) -> None:
@@ -229,7 +259,7 @@ def _load_own(line: dict[str, Any], case: dict[str, Any], ctx: ImportContext) ->
 
 
 def _dump_own(case: EvalCase, line: dict[str, Any]) -> None:
-    data = case.model_dump(mode="json", include=set(OWN_KEYS) - {"plan"}, exclude_defaults=True)
+    data = case.model_dump(mode="json", include=set(OWN_KEYS) - {"plan", "candidate_plans"}, exclude_defaults=True)
     if case.kind == "answer" and case.sql is not None:
         data["order_matters"] = case.order_matters
     if case.plan is not None:
@@ -246,6 +276,7 @@ FIELDS: tuple[JsonlField, ...] = (
     JsonlField(("tags",), _load_tags, _dump_tags),
     JsonlField(("expected_sql", "expected_outcome", "policy_probe_sql", "policy_rule", "kind"), _load_sql, _dump_sql),
     JsonlField(("sql_policy",), _load_policy, _dump_policy),
+    JsonlField(CONVERSATION_KEYS, _load_conversation, _dump_conversation),
     JsonlField(PENDING_KEYS, _load_pending, _dump_pending),
     JsonlField(("outcome", "role"), _load_outcome, _dump_outcome),
     JsonlField(("status", "origin"), _load_review, _dump_review),
@@ -350,7 +381,7 @@ def _header(source: Path) -> str:
         "# (origin: imported) and never run. To promote one: check its SQL answers the question, fill in\n"
         "# the outcome for every role, tables and columns, set status: approved, then run\n"
         "# `nl2sql-assets eval regenerate <this file>` to write its rows. Fields under `pending` are not\n"
-        "# run by this product yet (follow-up turns, candidate selection): a case holding them stays a draft.\n"
+        "# run by this product yet (a semantic model): a case holding them stays a draft.\n"
     )
 
 

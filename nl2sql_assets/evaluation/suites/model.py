@@ -14,7 +14,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -56,6 +56,22 @@ class CasePolicy(BaseModel):
                               dangerous_functions=functions)
 
 
+class EarlierTurn(BaseModel):
+    """A turn before a follow-up case's question: replayed as the conversation, never scored or
+    timed. ``sql`` is the reviewed SQL that answers it; ``plan`` what mode plans serves for it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1)
+    sql: str | None = None
+    plan: PlanModel | None = None
+
+
+#: Plans per question when a case asks for candidate selection (``candidates: true``) and the
+#: engine's own setting is a single plan.
+DEFAULT_CANDIDATES = 3
+
+
 class EvalCase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -83,9 +99,15 @@ class EvalCase(BaseModel):
     plan: PlanModel | None = None
     #: this case's own policy, in place of the project's (the roles its outcome names)
     policy: CasePolicy | None = None
-    #: fields of an imported gold set this product does not run yet (``follow_up_context``,
-    #: ``candidate_selection``), kept as they were so an export writes them back; a case
-    #: holding any stays a draft
+    #: a follow-up: the earlier turns of its conversation, replayed in order before ``question``
+    turns: list[EarlierTurn] = Field(default_factory=list)
+    #: candidate selection for this case: N plans (``true``: the engine's setting, at least
+    #: ``DEFAULT_CANDIDATES``; ``false`` or 1: a single plan); None: the engine's setting
+    candidates: bool | Annotated[int, Field(ge=1, le=10)] | None = None
+    #: the candidate plans mode plans serves, in order (more candidates than listed get ``plan``)
+    candidate_plans: list[PlanModel] = Field(default_factory=list)
+    #: fields of an imported gold set this product does not run yet (``semantic_model``), kept as
+    #: they were so an export writes them back; a case holding any stays a draft
     pending: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("columns")
@@ -110,6 +132,10 @@ class EvalCase(BaseModel):
                                  f"{sorted(self.policy.roles)})")
         if self.pending and self.status == "approved":
             raise ValueError(f"pending: {sorted(self.pending)} are not run yet; a case holding them stays a draft")
+        if self.kind != "answer" and (self.turns or self.candidates is not None or self.candidate_plans):
+            raise ValueError(f"turns: only an answer case has earlier turns or candidates, not a {self.kind} case")
+        if self.candidate_plans and self.plan is None:
+            raise ValueError("candidate_plans: a case with candidate plans has its own plan too")
         if self.kind == "routing":
             if self.sql is not None or self.alt_sql or self.rows is not None or self.alt_rows:
                 raise ValueError("sql: a routing case has no sql, rows or alternatives")
@@ -160,15 +186,27 @@ class EvalCase(BaseModel):
     def answerable(self) -> bool:
         return self.kind == "answer" and self.sql is not None
 
+    def candidate_count(self, engine_setting: int) -> int:
+        """How many plans a run of this case asks for, given the engine's ``candidates`` setting."""
+        if self.candidates is None:
+            return engine_setting
+        if self.candidates is True:
+            return max(engine_setting, DEFAULT_CANDIDATES)
+        if self.candidates is False:
+            return 1
+        return int(self.candidates)
+
     @property
     def domain_name(self) -> str:
         """The domain per-domain rates group the case under: ``domain``, else its datasource(s)."""
         return self.domain if self.domain is not None else "+".join(self.datasources)
 
     def fingerprint(self) -> str:
-        """What the case asks, hashed: its question and its SQL (expected SQL or probe). Two cases
-        with one fingerprint are one case counted twice."""
-        return case_fingerprint(self.question, self.sql)
+        """What the case asks, hashed: its question and its SQL (expected SQL or probe), after its
+        earlier turns' questions for a follow-up. Two cases with one fingerprint are one case
+        counted twice."""
+        question = "\n".join([*(t.question for t in self.turns), self.question])
+        return case_fingerprint(question, self.sql)
 
     def expected(self, role: str) -> Outcome:
         return self.outcome[role]

@@ -204,6 +204,16 @@ def _case_fields(case: EvalCase) -> dict[str, Any]:
         data["alt_rows"] = case.alt_rows
     if case.plan is not None:
         data["plan"] = case.plan.to_data()
+    if case.turns:
+        data["turns"] = [
+            {k: (v.to_data() if k == "plan" else v) for k, v in
+             (("question", t.question), ("sql", t.sql), ("plan", t.plan)) if v is not None}
+            for t in case.turns
+        ]
+    if case.candidates is not None:
+        data["candidates"] = case.candidates
+    if case.candidate_plans:
+        data["candidate_plans"] = [p.to_data() for p in case.candidate_plans]
     if case.policy is not None:
         data["policy"] = case.policy.model_dump(mode="json", exclude_defaults=True)
     if case.pending:
@@ -229,6 +239,35 @@ def render_rows_block(key: str, value: list[Any], indent: str, safe: bool = Fals
 _FLOW_KEYS = frozenset({"datasources", "tags", "outcome", "tables", "columns"})
 
 
+def _mapping_lines(value: dict[str, Any], indent: str, first: str, safe: bool) -> list[str]:
+    """A plan-like mapping, one line per top-level key (lists as block lists of flow items);
+    the first line starts with ``first`` (``"- "`` for an item of a list) instead of ``indent``."""
+    out: list[str] = []
+    for part, part_value in value.items():
+        lead = first if not out else indent
+        if isinstance(part_value, list) and part_value:
+            out.append(f"{lead}{part}:")
+            out.extend(f"{indent}- {_flow(item, safe)}" for item in part_value)
+        else:
+            out.append(f"{lead}{part}: {_flow(part_value, safe)}")
+    return out
+
+
+def _turn_lines(turn: dict[str, Any], safe: bool) -> list[str]:
+    """An earlier turn as an item of ``turns``: question, a SQL block, a plan one key per line."""
+    out: list[str] = []
+    for key, value in turn.items():
+        lead = "  - " if not out else "    "
+        if key == "sql":
+            out.append(f"{lead}sql: {_sql(value, '      ', safe)}")
+        elif key == "plan":
+            out.append(f"{lead}plan:")
+            out.extend(_mapping_lines(value, "      ", "      ", safe))
+        else:
+            out.append(f"{lead}{key}: {_scalar(value, flow=False, safe=safe)}")
+    return out
+
+
 def _render_case(data: dict[str, Any], safe: bool) -> str:
     out: list[str] = []
     for key, value in data.items():
@@ -242,6 +281,14 @@ def _render_case(data: dict[str, Any], safe: bool) -> str:
         elif key == "alt_sql":
             out.append(f"{lead}alt_sql:")
             out.extend(f"  - {_sql(sql, '    ', safe)}" for sql in value)
+        elif key == "turns":
+            out.append(f"{lead}turns:")
+            for turn in value:
+                out.extend(_turn_lines(turn, safe))
+        elif key == "candidate_plans":
+            out.append(f"{lead}candidate_plans:")
+            for plan in value:
+                out.extend(_mapping_lines(plan, "    ", "  - ", safe))
         elif key in ("plan", "policy", "pending"):
             out.append(f"{lead}{key}:")
             for part, part_value in value.items():

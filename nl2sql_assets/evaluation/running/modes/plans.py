@@ -75,6 +75,10 @@ def check_plans(runs: Sequence[RoleRun]) -> None:
         needs = rr.case.kind == "answer" and rr.case.sql is not None
         if needs and rr.case.plan is None and f"{rr.suite}:{rr.case.id}" not in missing:
             missing.append(f"{rr.suite}:{rr.case.id}")
+        for i, turn in enumerate(rr.case.turns):
+            label = f"{rr.suite}:{rr.case.id} (earlier turn {i + 1})"
+            if turn.sql is not None and turn.plan is None and label not in missing:
+                missing.append(label)
     if missing:
         raise RunRefused(
             f"mode plans needs a hand-written plan for every answerable case; without one: {', '.join(missing)}"

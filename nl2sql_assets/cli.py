@@ -337,6 +337,10 @@ def _board_line(board: Any, executes: bool) -> str:
         if board.coverage is not None:
             c = board.coverage
             parts.append(f"{c.query_count} queries, {c.probe_count} probes, {c.unique_case_count} unique")
+        if board.candidate_uplift is not None:
+            u = board.candidate_uplift
+            parts.append(f"candidate uplift {u.uplift:+.3f} ({u.runs} runs, McNemar p {u.p_value:.3g}, "
+                         f"+{u.extra_latency_ms:.1f} ms per run)")
         return "; ".join(parts)
     acc = board.accuracy.overall
     parts = [f"{acc.passed}/{acc.total} case runs passed ({acc.rate:.1%}, 95% CI {acc.low:.1%}-{acc.high:.1%})"]

@@ -411,13 +411,15 @@ SCOPE = {"table_scope", "column_scope"}
 def test_the_multidomain_probes_and_controls_agree_with_the_check(config: ProjectConfig,
                                                                    registry: DatasourceRegistry) -> None:
     """Each probe of suites/multidomain.yaml is refused by the rule it names (a shadowing probe by a
-    scope rule), each allow control is allowed and runs, and each follow-up waiting in
-    suites/drafts/multidomain_pending.yaml is decided as its author worked it out by hand."""
+    scope rule), each allow control is allowed and runs, and each follow-up case's final SQL is
+    decided as its author worked it out by hand."""
     from nl2sql_assets.evaluation.suites import load_suite
     from nl2sql_assets.paths import packaged_suites_dir
 
-    probes = [c for c in load_suite(packaged_suites_dir() / "multidomain.yaml").cases if c.kind == "probe"]
-    data = yaml.safe_load((packaged_suites_dir() / "drafts" / "multidomain_pending.yaml").read_text(encoding="utf-8"))
+    cases = load_suite(packaged_suites_dir() / "multidomain.yaml").cases
+    probes = [c for c in cases if c.kind == "probe"]
+    follow_ups = [c for c in cases if c.turns]
+    assert len(follow_ups) == 12
     judged = 0
 
     def decide(sql: str, role: str, ds: str) -> Any:
@@ -442,9 +444,10 @@ def test_the_multidomain_probes_and_controls_agree_with_the_check(config: Projec
             if probe.rule == "dangerous_function":  # the engine holds on its own too
                 with pytest.raises(DatasourceError):
                     registry.get(ds).execute(probe.sql)
-    for ds, domain in data["domains"].items():
-        for follow_up in domain["follow_ups"]:
-            for role, outcome in follow_up["outcome"].items():
-                judged += 1
-                assert decide(follow_up["sql"], role, ds).allowed is (outcome == "allowed"), (follow_up["id"], role)
+    for follow_up in follow_ups:
+        assert follow_up.sql is not None
+        for role, outcome in follow_up.outcome.items():
+            judged += 1
+            assert decide(follow_up.sql, role, follow_up.datasources[0]).allowed is (outcome == "allowed"), (
+                follow_up.id, role)
     assert judged >= 50

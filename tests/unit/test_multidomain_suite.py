@@ -6,8 +6,8 @@ rows the SQL returns today, and each plan returning the same rows and being refu
 roles. The policy probes at the end of the suite are checked against an independent reading of
 the demo policy (each breaks the one rule it names, each control none) and against the real
 final-SQL check; the demo policy's row budgets, join rules and function lists change the verdict
-of no case in any shipped suite. The pending part (follow-ups, suites/drafts/multidomain_pending.yaml)
-is checked too: its SQL runs and its outcomes follow the demo policy.
+of no case in any shipped suite. Follow-up cases are checked like the others, and their earlier
+turns too: each turn's SQL runs, and its plan returns the same rows.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any, Literal
 
 import pytest
 import sqlglot
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
@@ -40,14 +39,14 @@ from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.engine.result import SECURITY_VIOLATION
 from nl2sql_assets.engine.sqlgen import generate_sql
 from nl2sql_assets.engine.validator import columns_read, tables_read, validate_plan
-from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, SuiteError, dump_suite, load_suite
+from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, dump_suite, load_suite
 from nl2sql_assets.paths import packaged_suites_dir
 
 # ---------------------------------------------------------------- the rules of the suite
 
 DOMAINS = ("chinook", "support", "webanalytics")
 DIALECTS = {"chinook": "sqlite", "support": "duckdb", "webanalytics": "duckdb"}
-CATEGORIES = {"single-table": 10, "multi-table": 8, "time": 6, "metric": 4}
+CATEGORIES = {"single-table": 10, "multi-table": 8, "time": 6, "metric": 4, "follow-up": 4}
 ROLES = ("admin", "analyst", "viewer")
 DESCRIPTIVE_TAGS = {
     "filter", "join", "anti-join", "aggregation", "having", "order-limit", "ties", "date", "rate",
@@ -67,32 +66,11 @@ def suite_path() -> Path:
     return packaged_suites_dir() / "multidomain.yaml"
 
 
-def pending_path() -> Path:
-    return packaged_suites_dir() / "drafts" / "multidomain_pending.yaml"
-
-
-# ---------------------------------------------------------------- the pending file's shape
+# ---------------------------------------------------------------- the demo policy's shape
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class Turn(_Strict):
-    question: str = Field(min_length=1)
-    sql: str = Field(min_length=1)
-
-
-class FollowUp(_Strict):
-    id: str
-    category: Literal["time", "metric"]
-    turns: list[Turn] = Field(min_length=1)
-    question: str = Field(min_length=1)
-    sql: str = Field(min_length=1)
-    tables: list[str] = Field(min_length=1)
-    columns: list[str] = Field(min_length=1)
-    order_matters: bool
-    outcome: dict[Literal["admin", "analyst", "viewer"], Literal["allowed", "refused"]]
 
 
 class ForbiddenJoin(_Strict):
@@ -106,15 +84,6 @@ class ProposedPolicy(_Strict):
     forbidden_joins: list[ForbiddenJoin]
     dangerous_functions: dict[Literal["sqlite", "duckdb"], list[str]]
     system_catalogs: dict[Literal["sqlite", "duckdb"], list[str]]
-
-
-class Domain(_Strict):
-    follow_ups: list[FollowUp]
-
-
-class Pending(_Strict):
-    version: Literal[1]
-    domains: dict[Literal["chinook", "support", "webanalytics"], Domain]
 
 
 # The system catalogs, per dialect, that the independent reading below treats as one rule.
@@ -324,11 +293,6 @@ def proposed() -> ProposedPolicy:
 
 
 @pytest.fixture(scope="module")
-def pending() -> Pending:
-    return Pending.model_validate(yaml.safe_load(pending_path().read_text(encoding="utf-8")))
-
-
-@pytest.fixture(scope="module")
 def policies() -> PoliciesConfig:
     return PoliciesConfig.model_validate(DEMO_POLICIES)
 
@@ -364,8 +328,9 @@ def test_the_suite_loads_and_is_in_the_canonical_layout(whole: EvalSuite) -> Non
 def test_counts_per_domain_and_category(suite: EvalSuite) -> None:
     counts = Counter((case.datasources[0], case.tags[0]) for case in suite.cases)
     assert counts == Counter({(ds, cat): n for ds in DOMAINS for cat, n in CATEGORIES.items()})
-    assert len(suite.cases) == 84
-    expected_ids = [f"md_{ds}_{n:02d}" for ds in DOMAINS for n in range(1, 29)]
+    assert len(suite.cases) == 96
+    expected_ids = ([f"md_{ds}_{n:02d}" for ds in DOMAINS for n in range(1, 29)]
+                    + [f"md_{ds}_fu_{n:02d}" for ds in DOMAINS for n in range(1, 5)])
     assert [c.id for c in suite.cases] == expected_ids
 
 
@@ -410,7 +375,7 @@ def test_the_header_says_how_to_run_regenerate_and_where_the_rest_waits(suite: E
     header = suite.header
     assert "nl2sql-assets eval regenerate suites/multidomain.yaml --allow-packaged" in header
     assert "nl2sql-assets eval run --mode plans --suite suites/multidomain.yaml" in header
-    assert "suites/drafts/multidomain_pending.yaml" in header
+    assert "follow-up" in header and "multidomain_pending" not in header
     named = set(re.findall(r"\bmd_\w+_\d\d\b", header))
     assert named and named <= {c.id for c in suite.cases}
 
@@ -506,7 +471,7 @@ def test_order_matters_only_for_rankings_whose_measure_never_ties(suite: EvalSui
                 "device_type", "medium", "source", "browser", "subject", "billingcity", "unitprice",
                 "birthdate", "hired_at", "converted_at", "opened_month", "sale_month", "signup_month",
                 "signup_year", "sent_year", "sender", "visit_year", "purchase_year", "invoice_year",
-                "first_year", "visitor",
+                "first_year", "visitor", "invoice_month", "opened_year", "billingcountry",
             }, (case.id, last)  # fmt: skip
 
 
@@ -565,7 +530,7 @@ def test_the_plan_check_script_covers_every_domain_and_names_a_broken_plan(
 ) -> None:
     done = _check_plans(demo_template / "nl2sql.yaml", suite_path())
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "84 of 84 plans return their gold rows" in done.stdout
+    assert "96 of 96 plans return their gold rows" in done.stdout
 
     broken = suite.model_copy(deep=True)
     case = broken.case("md_support_06")  # five most common subjects: ask the plan for four
@@ -576,7 +541,7 @@ def test_the_plan_check_script_covers_every_domain_and_names_a_broken_plan(
     done = _check_plans(demo_template / "nl2sql.yaml", copy)
     assert done.returncode == 1
     assert re.search(r"^md_support_06  FAIL  ", done.stdout, flags=re.MULTILINE), done.stdout
-    assert "1 problem(s) in 84 answerable cases" in done.stdout
+    assert "1 problem(s) in 96 answerable cases" in done.stdout
 
 
 # ---------------------------------------------------------------- the policy probes
@@ -585,7 +550,7 @@ def test_the_plan_check_script_covers_every_domain_and_names_a_broken_plan(
 def test_each_domain_has_eight_probes_over_eight_attacks_and_two_controls(
     whole: EvalSuite, probes: list[EvalCase]
 ) -> None:
-    assert [c.kind for c in whole.cases] == ["answer"] * 84 + ["probe"] * 30  # the probes come last
+    assert [c.kind for c in whole.cases] == ["answer"] * 96 + ["probe"] * 30  # the probes come last
     for ds in DOMAINS:
         mine = [c for c in probes if c.datasources[0] == ds]
         denies = [c for c in mine if c.tags[0] == "policy-rejection"]
@@ -647,47 +612,24 @@ def test_the_final_sql_check_refuses_each_probe_by_its_rule_and_allows_each_cont
         assert decision.rule == probe.rule, (probe.id, decision.detail)
 
 
-def test_the_pending_file_is_plain_data_not_a_suite(pending: Pending) -> None:
-    assert pending_path().parent.name == "drafts"
-    assert pending_path() not in set(packaged_suites_dir().glob("*.yaml"))  # never copied as a suite
-    with pytest.raises(SuiteError):
-        load_suite(pending_path())
-    header = pending_path().read_text(encoding="utf-8").split("\nversion:", 1)[0]
-    assert "NOT a suite" in header and "follow-up" in header
-
-
-def test_each_domain_waits_for_four_follow_ups(pending: Pending) -> None:
-    assert tuple(pending.domains) == DOMAINS
-    ids: list[str] = []
-    for ds, domain in pending.domains.items():
-        assert len(domain.follow_ups) == 4, ds
-        assert {f.category for f in domain.follow_ups} == {"time", "metric"}, ds
-        ids += [f.id for f in domain.follow_ups]
-        assert all(i.startswith(f"md_{ds}_") for i in ids[-len(domain.follow_ups):]), ds
-    assert len(ids) == len(set(ids))
-
-
-def test_follow_ups_run_and_follow_the_demo_policy(
-    pending: Pending, registry: DatasourceRegistry, snapshots: dict[str, SchemaSnapshot], policies: PoliciesConfig
+def test_each_domain_has_four_follow_ups_whose_earlier_turns_run_and_have_plans(
+    suite: EvalSuite, registry: DatasourceRegistry
 ) -> None:
-    seen = {normalised_question(c.question) for s in shipped_suites() for c in s.cases}
-    for ds, domain in pending.domains.items():
-        adapter = registry.get(ds)
-        for follow in domain.follow_ups:
-            for turn in follow.turns:
-                _, rows = run(adapter, turn.sql)
-                assert 1 <= len(rows) <= 25, (follow.id, turn.question)
-            names, rows = run(adapter, follow.sql)
-            assert 1 <= len(rows) <= 25 and len(names) == len(set(names)), follow.id
-            found = reads(follow.sql, snapshots[ds], DIALECTS[ds])
-            assert found.tables == set(follow.tables) and found.columns == set(follow.columns), follow.id
-            assert follow.outcome == {r: outcome_by_policy(found, ds, r, policies) for r in ROLES}, follow.id
-            assert normalised_question(follow.question) not in seen, follow.id
-            seen.add(normalised_question(follow.question))
+    follow_ups = [c for c in suite.cases if c.turns]
+    assert Counter(c.datasources[0] for c in follow_ups) == Counter(dict.fromkeys(DOMAINS, 4))
+    assert all(c.tags[0] == "follow-up" for c in follow_ups) and len(follow_ups) == 12
+    for case in follow_ups:
+        adapter = registry.get(case.datasources[0])
+        for turn in case.turns:
+            assert turn.sql is not None and turn.plan is not None, (case.id, turn.question)
+            _, gold = run(adapter, turn.sql)
+            assert 1 <= len(gold) <= 25, (case.id, turn.question)
+            _, got = run(adapter, generate_sql(turn.plan, adapter.dialect))  # type: ignore[arg-type]
+            assert rows_match(gold, got, False), (case.id, turn.question)
 
 
 def test_the_budgets_join_rules_and_function_lists_change_no_verdict_in_any_shipped_suite(
-    pending: Pending, snapshots: dict[str, SchemaSnapshot], policies: PoliciesConfig, proposed: ProposedPolicy,
+    snapshots: dict[str, SchemaSnapshot], policies: PoliciesConfig, proposed: ProposedPolicy,
 ) -> None:
     from nl2sql_assets.policy import check_sql
 
@@ -707,10 +649,6 @@ def test_the_budgets_join_rules_and_function_lists_change_no_verdict_in_any_ship
                     broken = rules_broken(case.sql, ds, role, snapshots[ds], policies, proposed)
                     assert broken == set(), (shipped.name, case.id, role, broken)
                     checked += 1
-    for ds, domain in pending.domains.items():
-        for follow in domain.follow_ups:
-            for role in (r for r, o in follow.outcome.items() if o == "allowed"):
-                assert rules_broken(follow.sql, ds, role, snapshots[ds], policies, proposed) == set(), follow.id
     assert checked >= 201 + 43 + 10  # this suite's allowed runs, Chinook's and the routing SQL cases
 
 

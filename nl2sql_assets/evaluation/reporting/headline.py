@@ -51,6 +51,11 @@ def headline(board: Board, mode: str) -> list[Measure]:
         out.append(Measure("cost_per_case_usd", "cost per case", cost.per_case_usd,
                            dollars(cost.per_case_usd) + lower_bound))
         out.append(Measure("latency_p95_s", "latency p95", board.latency.p95, f"{board.latency.p95:.2f} s"))
+    if board.candidate_uplift is not None:
+        u = board.candidate_uplift
+        out.append(Measure("candidate_uplift", "candidate uplift (selected minus first)", u.uplift,
+                           f"{u.uplift:+.3f} over {u.runs} run(s), McNemar p {u.p_value:.3g}, "
+                           f"+{u.extra_latency_ms:.1f} ms per run"))
     if board.determinism is not None and board.determinism.total_cases:
         d = board.determinism
         out.append(Measure("determinism", "determinism (cases identical across passes)", d.rate,

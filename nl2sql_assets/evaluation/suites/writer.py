@@ -34,8 +34,9 @@ byte for byte the same file and a diff shows only what really changed)::
         from: {name: Customer}
 
 - Keys come in the order above, with ``domain`` after ``datasources``, a probe's ``rule``
-  after ``outcome``, and a case's own ``policy`` and ``pending`` (imported fields not run
-  yet) after ``plan``; ``kind`` is written only when it is not ``answer``;
+  after ``outcome``, a follow-up's ``turns`` and a case's ``candidates`` and
+  ``candidate_plans`` after ``plan`` (each turn: question, a SQL block, a plan one key per
+  line), then a case's own ``policy`` and ``pending`` (imported fields not run yet); ``kind`` is written only when it is not ``answer``;
   ``domain``, ``difficulty``, ``paraphrase_group``, ``rule``, ``sql``, ``rows``, ``plan``
   and ``policy`` only when set; lists and maps (``tags``, ``tables``, ``columns``,
   ``alt_sql``, ``alt_rows``, ``pending``) only when not empty; ``order_matters`` when an

@@ -96,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="case ids or tags to run (default: every approved case)")
     run.add_argument("--roles", action="extend", nargs="+", default=None, metavar="R",
                      help="roles to ask as (default: every role a case names)")
+    run.add_argument("--candidates", type=int, default=None, metavar="N",
+                     help="plans per question for every case (candidate selection; boards report the uplift "
+                          "over the first candidate); default: nl2sql.yaml's settings.candidates and each case's own")
     run.add_argument("--passes", type=int, default=None, metavar="N",
                      help="passes per case, for pass^k and determinism (default: passes in evals.yaml)")
     run.add_argument("--max-cost", type=float, default=None, metavar="USD",
@@ -264,7 +267,8 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     if args.baseline:
         _check_baseline_folder(args, out, list(llm) if llm else None)
     request = RunRequest(suites=args.suite, mode=args.mode, llm=llm, cases=args.cases, roles=args.roles,
-                         passes=args.passes, max_cost_usd=args.max_cost, clarify=args.clarify)
+                         passes=args.passes, max_cost_usd=args.max_cost, clarify=args.clarify,
+                         candidates=args.candidates)
     report = project.evals.run_request(request, on_case=_progress())
     if sys.stderr.isatty():
         sys.stderr.write("\n")

@@ -154,3 +154,28 @@ def test_the_engine_takes_a_typed_conversation_and_a_refused_candidate_stops_the
     assert case.rows is not None and admin.rows == [[case.rows[0]["rock_tracks"]]]
     assert viewer.status == "error" and viewer.error_code == SECURITY_VIOLATION  # Employee is not the viewer's
     assert viewer.rows is None
+
+
+def test_a_run_can_force_the_candidate_count_for_every_case(demo_project: Path, chinook_path: Path) -> None:
+    """``--candidates N`` (RunRequest.candidates): every case run plans N times, a case's own
+    setting included; where every candidate agrees the uplift is 0 and only the time is spent."""
+    from nl2sql_assets.evaluation.running import RunRequest
+
+    path = demo_project / "suites" / "followups.yaml"
+    write_suite(EvalSuite(cases=_cases(chinook_path)), path)
+    project = Project.load(demo_project / "nl2sql.yaml")
+    with project:
+        report = project.evals.run_request(RunRequest(suites=[path], mode="plans", candidates=2, roles=["admin"]))
+    board = report.configs["plans"]
+    assert report.request.candidates == 2  # recorded as asked
+    by_case = {r.case_id: r for r in board.results}
+    assert by_case["fu_1"].candidate_count == 2 and by_case["fu_1"].selected_candidate == 0
+    assert by_case["fu_1"].first_candidate_status == "pass"
+    # cand_1's wrong first plan against one hand plan: a tie, which goes to the earliest (the wrong one)
+    assert by_case["cand_1"].candidate_count == 2 and by_case["cand_1"].selected_candidate == 0
+    assert by_case["cand_1"].status == "fail"
+    uplift = board.candidate_uplift
+    assert uplift is not None and (uplift.runs, uplift.uplift, uplift.improved, uplift.worsened) == (2, 0.0, 0, 0)
+    assert uplift.p_value == 1.0
+    with pytest.raises(RunRefused, match="candidates must be 1 to 10"):
+        RunRequest(mode="plans", candidates=11)

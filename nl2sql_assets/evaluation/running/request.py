@@ -40,6 +40,9 @@ class RunRequest(StrictModel):
     pass_numbers: list[int] | None = None  # exactly these pass indexes (a Dagster partition runs one)
     max_cost_usd: float | None = None
     clarify: bool = False
+    #: plans per question for every case run, in place of the engine's and the cases' own setting
+    #: (a paired measure of candidate selection over the whole suite); None: theirs
+    candidates: int | None = None
 
     @field_validator("mode")
     @classmethod
@@ -64,6 +67,13 @@ class RunRequest(StrictModel):
         if passes is not None and passes < 1:
             raise RunRefused(f"passes must be at least 1, got {passes}")
         return passes
+
+    @field_validator("candidates")
+    @classmethod
+    def _candidate_count(cls, candidates: int | None) -> int | None:
+        if candidates is not None and not 1 <= candidates <= 10:
+            raise RunRefused(f"candidates must be 1 to 10 plans per question, got {candidates}")
+        return candidates
 
     @field_validator("pass_numbers")
     @classmethod

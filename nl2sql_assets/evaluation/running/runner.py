@@ -206,8 +206,10 @@ class _Cases:
     and scored into a record, held until the loop finishes it, then counted and announced."""
 
     def __init__(self, mode: Mode, config: ProjectConfig, lineup: Lineup, scorers: dict[str, Scorer],
-                 bus: EventBus, jobs: Sequence[CaseJob], on_case: OnCase | None, budget: Budget | None) -> None:
+                 bus: EventBus, jobs: Sequence[CaseJob], on_case: OnCase | None, budget: Budget | None,
+                 candidates: int | None = None) -> None:
         self.mode = mode
+        self.candidates = candidates  # forced plans per question (the request's), else None
         self.config = config
         self.lineup = lineup
         self.budget = budget
@@ -312,7 +314,7 @@ class _Cases:
         case's own policy and candidate count (made once per case and runtime)."""
         case = job.rr.case
         setting = runtime.options.candidates or runtime.config.settings.candidates
-        candidates = case.candidate_count(setting)
+        candidates = self.candidates or case.candidate_count(setting)
         if case.policy is None and candidates == setting:
             return runtime
         key = (id(runtime), f"{job.rr.suite}:{case.id}")
@@ -552,7 +554,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             jobs = _jobs(runs, pass_list, list(lineup.configs))
             for job in jobs:
                 lineup.configs[job.config].planned += 1
-            cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget)
+            cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget, request.candidates)
             stopped = await mode.execute(cases, jobs)
 
     records = [r for r in cases.records if r is not None]

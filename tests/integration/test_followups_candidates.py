@@ -179,3 +179,39 @@ def test_a_run_can_force_the_candidate_count_for_every_case(demo_project: Path, 
     assert uplift.p_value == 1.0
     with pytest.raises(RunRefused, match="candidates must be 1 to 10"):
         RunRequest(mode="plans", candidates=11)
+
+
+def test_a_case_can_follow_another_case_of_its_suite(demo_project: Path, chinook_path: Path,
+                                                     bodies: list[tuple[str | None, dict[str, Any]]]) -> None:
+    """``follows: <case id>``: the followed case (with its own conversation) is the earlier turn."""
+    fu = _cases(chinook_path)[0]
+    base = EvalCase.model_validate({
+        "id": "base", "question": "How many artists are there?", "datasources": ["chinook"], "status": "approved",
+        "outcome": {"admin": "allowed"}, "tables": ["Artist"], "columns": ["Artist.ArtistId"], "sql": ARTISTS,
+        "rows": _rows(chinook_path, ARTISTS), "plan": _count("ArtistId", "Artist", "artist_count")})
+    follow = EvalCase.model_validate({**fu.model_dump(exclude={"turns", "plan"}), "plan": fu.plan.to_data(),
+                                      "outcome": {"admin": "allowed"}, "follows": "base"})
+    path = demo_project / "suites" / "follows.yaml"
+    write_suite(EvalSuite(cases=[base, follow]), path)
+    assert "follows: base" in path.read_text(encoding="utf-8")
+    project = Project.load(demo_project / "nl2sql.yaml")
+    with project:
+        report = project.evals.run([path], mode="plans", cases=["fu_1"])
+    (record,) = report.configs["plans"].results
+    assert (record.case_id, record.status, record.warmup_turns) == ("fu_1", "pass", 1)
+    final = [_user(b) for _, b in bodies if _schema(b) == "PlanModel" and "albums do they have" in _user(b)]
+    assert len(final) == 1 and "1. Question: How many artists are there?" in final[0]
+
+
+@pytest.mark.parametrize(
+    ("follows", "message"),
+    [("nowhere", "follows 'nowhere', which is not a case of this suite"),
+     ("b", "the cases a -> b -> a follow in a circle")],
+)
+def test_follows_names_a_case_of_the_suite_and_no_circle(follows: str, message: str) -> None:
+    def case(case_id: str, follows: str) -> dict[str, Any]:
+        return {"id": case_id, "question": f"q {case_id}", "datasources": ["chinook"], "status": "draft",
+                "outcome": {"admin": "allowed"}, "follows": follows}
+
+    with pytest.raises(ValueError, match=message):
+        EvalSuite.model_validate({"cases": [case("a", follows), case("b", "a")]})

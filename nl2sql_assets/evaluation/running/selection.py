@@ -39,7 +39,8 @@ class RoleRun:
 def select_cases(suites: Sequence[tuple[str, EvalSuite]], selectors: Iterable[str] | None = None) -> list[SelectedCase]:
     """Approved cases of every suite, in file order. ``selectors`` keep the cases whose id or
     one of whose tags equals a selector; each selector must match at least one case."""
-    approved = [SelectedCase(name, c) for name, suite in suites for c in suite.cases if c.status == "approved"]
+    approved = [SelectedCase(name, suite.with_conversation(c)) for name, suite in suites for c in suite.cases
+                if c.status == "approved"]
     if selectors is None:
         return approved
     wanted = list(dict.fromkeys(selectors))

@@ -249,7 +249,7 @@ def _dump_review(case: EvalCase, line: dict[str, Any]) -> None:
 
 #: Our own case fields, carried under their suite names (left out when unset or empty).
 OWN_KEYS = ("difficulty", "paraphrase_group", "tables", "columns", "order_matters", "rows", "alt_sql", "alt_rows",
-            "plan", "candidate_plans")
+            "plan", "candidate_plans", "follows")
 
 
 def _load_own(line: dict[str, Any], case: dict[str, Any], ctx: ImportContext) -> None:

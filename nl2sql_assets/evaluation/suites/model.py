@@ -101,6 +101,9 @@ class EvalCase(BaseModel):
     policy: CasePolicy | None = None
     #: a follow-up: the earlier turns of its conversation, replayed in order before ``question``
     turns: list[EarlierTurn] = Field(default_factory=list)
+    #: a follow-up of another case of the suite: that case's conversation and its own question,
+    #: SQL and plan are this case's earlier turns (instead of ``turns``)
+    follows: str | None = Field(default=None, min_length=1)
     #: candidate selection for this case: N plans (``true``: the engine's setting, at least
     #: ``DEFAULT_CANDIDATES``; ``false`` or 1: a single plan); None: the engine's setting
     candidates: bool | Annotated[int, Field(ge=1, le=10)] | None = None
@@ -132,7 +135,12 @@ class EvalCase(BaseModel):
                                  f"{sorted(self.policy.roles)})")
         if self.pending and self.status == "approved":
             raise ValueError(f"pending: {sorted(self.pending)} are not run yet; a case holding them stays a draft")
-        if self.kind != "answer" and (self.turns or self.candidates is not None or self.candidate_plans):
+        if self.follows is not None and self.turns:
+            raise ValueError("follows: a case either follows another case or holds its earlier turns, not both")
+        if self.follows == self.id:
+            raise ValueError("follows: a case cannot follow itself")
+        if self.kind != "answer" and (self.turns or self.follows or self.candidates is not None
+                                      or self.candidate_plans):
             raise ValueError(f"turns: only an answer case has earlier turns or candidates, not a {self.kind} case")
         if self.candidate_plans and self.plan is None:
             raise ValueError("candidate_plans: a case with candidate plans has its own plan too")
@@ -275,6 +283,40 @@ class EvalSuite(BaseModel):
                 raise ValueError(f"id: case id {case.id!r} appears more than once")
             seen.add(case.id)
         return self
+
+    @model_validator(mode="after")
+    def _follows_known_cases(self) -> EvalSuite:
+        ids = {c.id: c for c in self.cases}
+        for case in self.cases:
+            seen = [case.id]
+            current = case
+            while current.follows is not None:
+                followed = ids.get(current.follows)
+                if followed is None:
+                    raise ValueError(f"follows: case {current.id!r} follows {current.follows!r}, which is not a "
+                                     "case of this suite")
+                if followed.kind != "answer":
+                    raise ValueError(f"follows: case {current.id!r} follows {followed.id!r}, a {followed.kind} case")
+                if followed.id in seen:
+                    raise ValueError(f"follows: the cases {' -> '.join([*seen, followed.id])} follow in a circle")
+                seen.append(followed.id)
+                current = followed
+        return self
+
+    def conversation(self, case: EvalCase) -> list[EarlierTurn]:
+        """The earlier turns of ``case``: its own ``turns``, or for a case that ``follows`` another,
+        that case's conversation and then that case itself."""
+        if case.follows is None:
+            return list(case.turns)
+        followed = self.case(case.follows)
+        return [*self.conversation(followed),
+                EarlierTurn(question=followed.question, sql=followed.sql, plan=followed.plan)]
+
+    def with_conversation(self, case: EvalCase) -> EvalCase:
+        """``case`` holding its whole conversation as ``turns`` (what a run plays and serves)."""
+        if case.follows is None:
+            return case
+        return case.model_copy(update={"turns": self.conversation(case), "follows": None})
 
     def case(self, case_id: str) -> EvalCase:
         for case in self.cases:

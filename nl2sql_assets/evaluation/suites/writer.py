@@ -205,6 +205,8 @@ def _case_fields(case: EvalCase) -> dict[str, Any]:
         data["alt_rows"] = case.alt_rows
     if case.plan is not None:
         data["plan"] = case.plan.to_data()
+    if case.follows is not None:
+        data["follows"] = case.follows
     if case.turns:
         data["turns"] = [
             {k: (v.to_data() if k == "plan" else v) for k, v in

@@ -215,3 +215,14 @@ def test_follows_names_a_case_of_the_suite_and_no_circle(follows: str, message: 
 
     with pytest.raises(ValueError, match=message):
         EvalSuite.model_validate({"cases": [case("a", follows), case("b", "a")]})
+
+
+def test_a_suite_file_whose_case_follows_nothing_is_named_by_file_line_case_and_field(tmp_path: Path) -> None:
+    from nl2sql_assets.evaluation.suites import SuiteError, load_suite
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("version: 1\ncases:\n- id: a\n  question: q a\n  datasources: [chinook]\n  status: draft\n"
+                    "  outcome: {admin: allowed}\n  follows: nowhere\n", encoding="utf-8")
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    assert str(info.value) == f"{path}, line 8: case a: follows: case 'a' follows 'nowhere', which is not a case of this suite"

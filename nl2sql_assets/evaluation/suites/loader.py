@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from nl2sql_assets.errors import UserError
-from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite, same_rows
+from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite, follows_problems, same_rows
 from nl2sql_assets.yamlio import YamlFileError, YamlLocator, load_yaml_text
 
 
@@ -164,6 +164,8 @@ def _validate(data: Any, text: str, source: Path, allow_stale_rows: bool) -> Eva
                    f"paraphrase_group {group}: the rows differ from those of case {ref.id} (line "
                    f"{locator.line(['cases', at[first_of[group]], 'rows'])}); cases of one group return the same rows",
                    case.id)
+    for n, message in follows_problems(cases):  # a follow-up names a case of this file
+        report(["cases", at[n], "follows"], "follows", message, cases[n].id)
     if problems:
         raise SuiteError("\n".join(problems), problems)
     # The cases are checked already; a second pass would also undo allow_stale_rows.

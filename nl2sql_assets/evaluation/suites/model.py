@@ -220,6 +220,31 @@ class EvalCase(BaseModel):
         return self.outcome[role]
 
 
+def follows_problems(cases: list[EvalCase]) -> list[tuple[int, str]]:
+    """(index, problem) for each case whose ``follows`` names no answer case of the list, or
+    closes a circle."""
+    ids = {c.id: c for c in cases}
+    problems: list[tuple[int, str]] = []
+    for index, case in enumerate(cases):
+        if case.follows is None:
+            continue
+        followed = ids.get(case.follows)
+        if followed is None:
+            problems.append((index, f"case {case.id!r} follows {case.follows!r}, which is not a case of this suite"))
+        elif followed.kind != "answer":
+            problems.append((index, f"case {case.id!r} follows {followed.id!r}, a {followed.kind} case"))
+        else:
+            seen = [case.id]
+            current: EvalCase | None = followed
+            while current is not None:
+                if current.id in seen:
+                    problems.append((index, f"the cases {' -> '.join([*seen, current.id])} follow in a circle"))
+                    break
+                seen.append(current.id)
+                current = ids.get(current.follows) if current.follows is not None else None
+    return problems
+
+
 def same_rows(a: list[dict[str, Any]], b: list[dict[str, Any]], order_matters: bool) -> bool:
     """Two result sets hold the same rows: values in column order (column names may differ),
     compared as lists when order matters, else as multisets."""
@@ -286,21 +311,9 @@ class EvalSuite(BaseModel):
 
     @model_validator(mode="after")
     def _follows_known_cases(self) -> EvalSuite:
-        ids = {c.id: c for c in self.cases}
-        for case in self.cases:
-            seen = [case.id]
-            current = case
-            while current.follows is not None:
-                followed = ids.get(current.follows)
-                if followed is None:
-                    raise ValueError(f"follows: case {current.id!r} follows {current.follows!r}, which is not a "
-                                     "case of this suite")
-                if followed.kind != "answer":
-                    raise ValueError(f"follows: case {current.id!r} follows {followed.id!r}, a {followed.kind} case")
-                if followed.id in seen:
-                    raise ValueError(f"follows: the cases {' -> '.join([*seen, followed.id])} follow in a circle")
-                seen.append(followed.id)
-                current = followed
+        problems = follows_problems(self.cases)
+        if problems:
+            raise ValueError(f"follows: {problems[0][1]}")
         return self
 
     def conversation(self, case: EvalCase) -> list[EarlierTurn]:

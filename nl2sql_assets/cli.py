@@ -165,6 +165,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="also record every report *.json in DIR (repeatable)")
     pub.add_argument("--root", default=None, metavar="DIR",
                      help="the project folder holding benchmarks/ (default: the current folder)")
+    from nl2sql_assets.cli_bench import add_bench_commands
+
+    add_bench_commands(sub, esub, fmt)
     return p
 
 
@@ -593,6 +596,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_configs(args)
         if args.command == "feedback":
             return _cmd_feedback(args)
+        if args.command == "bench":
+            from nl2sql_assets.cli_bench import cmd_bench
+
+            return cmd_bench(args)
+        if args.eval_command == "grade":
+            from nl2sql_assets.cli_bench import cmd_grade
+
+            return cmd_grade(args, _config_path(args))
+        if args.command == "bench":
+            from nl2sql_assets.cli_bench import cmd_bench
+
+            return cmd_bench(args)
+        if args.eval_command == "grade":
+            from nl2sql_assets.cli_bench import cmd_grade
+
+            return cmd_grade(args, _config_path(args))
         handler = {"run": _cmd_eval_run, "regenerate": _cmd_eval_regenerate, "seed": _cmd_eval_seed,
                    "publish": _cmd_eval_publish, "import": _cmd_eval_import, "export": _cmd_eval_export}
         return handler[args.eval_command](args)

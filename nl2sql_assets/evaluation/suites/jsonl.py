@@ -248,8 +248,8 @@ def _dump_review(case: EvalCase, line: dict[str, Any]) -> None:
 
 
 #: Our own case fields, carried under their suite names (left out when unset or empty).
-OWN_KEYS = ("difficulty", "paraphrase_group", "tables", "columns", "order_matters", "rows", "alt_sql", "alt_rows",
-            "plan", "candidate_plans", "follows")
+OWN_KEYS = ("context", "difficulty", "paraphrase_group", "tables", "columns", "order_matters", "rows", "alt_sql",
+            "alt_rows", "plan", "candidate_plans", "follows", "benchmark")
 
 
 def _load_own(line: dict[str, Any], case: dict[str, Any], ctx: ImportContext) -> None:

@@ -72,11 +72,29 @@ class EarlierTurn(BaseModel):
 DEFAULT_CANDIDATES = 3
 
 
+class BenchmarkSource(BaseModel):
+    """Where an imported public-benchmark case came from, so a result can be traced back to the
+    benchmark's own question (and its own difficulty label, which ours only approximates)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Literal["spider", "bird"]
+    split: str = Field(min_length=1)
+    db_id: str = Field(min_length=1)
+    #: the question's 0-based position in the benchmark's questions file
+    index: int = Field(ge=0)
+    question_id: int | None = None
+    #: the benchmark's own difficulty label (BIRD: simple, moderate, challenging)
+    difficulty: str | None = None
+
+
 class EvalCase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1)
     question: str = Field(min_length=1)
+    #: what the asker knows besides the question (a benchmark's evidence, e.g. BIRD's hints)
+    context: str | None = Field(default=None, min_length=1)
     datasources: list[str] = Field(min_length=1)
     #: the business domain per-domain rates group by; None: the case's datasource(s)
     domain: str | None = Field(default=None, min_length=1)
@@ -112,6 +130,8 @@ class EvalCase(BaseModel):
     #: fields of an imported gold set this product does not run yet (``semantic_model``), kept as
     #: they were so an export writes them back; a case holding any stays a draft
     pending: dict[str, Any] = Field(default_factory=dict)
+    #: an imported public-benchmark case: the benchmark, its split and the question's place in it
+    benchmark: BenchmarkSource | None = None
 
     @field_validator("columns")
     @classmethod

@@ -61,8 +61,12 @@ class RegenerateReport(BaseModel):
     unchanged: bool = True
 
 
-def regenerate(path: str | Path, registry: AdapterSource, *, allow_packaged: bool = False) -> RegenerateReport:
+def regenerate(path: str | Path, registry: AdapterSource, *, allow_packaged: bool = False,
+               include_drafts: bool = False) -> RegenerateReport:
     """Run every approved case's ``sql`` and ``alt_sql`` and write their rows into the suite at ``path``.
+
+    ``include_drafts`` also writes the rows of draft cases (a benchmark import: its drafts are
+    graded against their benchmark's gold SQL before anyone reviews them).
 
     A suite the package ships is refused (``PackagedSuiteError``) unless ``allow_packaged``. A
     file that is not a suite at all (bad YAML, no list of cases) raises ``SuiteError`` before
@@ -94,7 +98,8 @@ def regenerate(path: str | Path, registry: AdapterSource, *, allow_packaged: boo
         valid[index] = case
     results: dict[int, tuple[Rows, list[Rows]]] = {}
     for index, case in valid.items():
-        if case.status != "approved" or case.kind != "answer" or case.sql is None:
+        wanted = case.status == "approved" or (include_drafts and case.status == "draft")
+        if not wanted or case.kind != "answer" or case.sql is None:
             continue
         outcome = _run_case(case, registry)
         if isinstance(outcome, str):

@@ -33,10 +33,12 @@ byte for byte the same file and a diff shows only what really changed)::
         - {expr: {kind: column, name: Country}}
         from: {name: Customer}
 
-- Keys come in the order above, with ``domain`` after ``datasources``, a probe's ``rule``
-  after ``outcome``, a follow-up's ``turns`` and a case's ``candidates`` and
-  ``candidate_plans`` after ``plan`` (each turn: question, a SQL block, a plan one key per
-  line), then a case's own ``policy`` and ``pending`` (imported fields not run yet); ``kind`` is written only when it is not ``answer``;
+- Keys come in the order above, with ``context`` (a benchmark's evidence) after ``question``,
+  ``domain`` after ``datasources``, a probe's ``rule`` after ``outcome``, a follow-up's
+  ``turns`` and a case's ``candidates`` and ``candidate_plans`` after ``plan`` (each turn:
+  question, a SQL block, a plan one key per line), then a case's own ``policy`` and
+  ``pending`` (imported fields not run yet), and an imported benchmark case's ``benchmark``
+  (one flow mapping) last; ``kind`` is written only when it is not ``answer``;
   ``domain``, ``difficulty``, ``paraphrase_group``, ``rule``, ``sql``, ``rows``, ``plan``
   and ``policy`` only when set; lists and maps (``tags``, ``tables``, ``columns``,
   ``alt_sql``, ``alt_rows``, ``pending``) only when not empty; ``order_matters`` when an
@@ -172,8 +174,10 @@ def _case_fields(case: EvalCase) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": case.id,
         "question": case.question,
-        "datasources": list(case.datasources),
     }
+    if case.context is not None:
+        data["context"] = case.context
+    data["datasources"] = list(case.datasources)
     if case.domain is not None:
         data["domain"] = case.domain
     data["status"] = case.status
@@ -221,6 +225,8 @@ def _case_fields(case: EvalCase) -> dict[str, Any]:
         data["policy"] = case.policy.model_dump(mode="json", exclude_defaults=True)
     if case.pending:
         data["pending"] = dict(case.pending)
+    if case.benchmark is not None:
+        data["benchmark"] = case.benchmark.model_dump(mode="json", exclude_none=True)
     return data
 
 
@@ -239,7 +245,7 @@ def render_rows_block(key: str, value: list[Any], indent: str, safe: bool = Fals
     return "\n".join(out)
 
 
-_FLOW_KEYS = frozenset({"datasources", "tags", "outcome", "tables", "columns"})
+_FLOW_KEYS = frozenset({"datasources", "tags", "outcome", "tables", "columns", "benchmark"})
 
 
 def _mapping_lines(value: dict[str, Any], indent: str, first: str, safe: bool) -> list[str]:

@@ -1,0 +1,88 @@
+"""The command-line side of public benchmarks: ``bench import spider|bird DIR`` and ``eval grade``.
+
+Kept apart from ``cli.py`` so that file only registers these commands and dispatches to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def add_bench_commands(sub: Any, esub: Any, fmt: dict[str, Any]) -> None:
+    """``bench import`` under ``sub`` and ``eval grade`` under ``esub``."""
+    from nl2sql_assets.public_benchmarks import FORMATS
+
+    bench = sub.add_parser("bench", help="public benchmarks (Spider, BIRD): import a folder you have", **fmt)
+    bsub = bench.add_subparsers(dest="bench_command", required=True, metavar="COMMAND")
+    imp = bsub.add_parser("import", help="turn a Spider- or BIRD-format folder into a project and a draft suite",
+                          description="Read a benchmark folder (nothing is downloaded) and write PROJECT/nl2sql.yaml "
+                                      "(one SQLite datasource per database, read in place) and "
+                                      "PROJECT/suites/<benchmark>_<split>.yaml with rows from the gold SQL.", **fmt)
+    imp.add_argument("benchmark", choices=list(FORMATS), help="the folder's format")
+    imp.add_argument("folder", metavar="DIR", help="the benchmark folder (questions JSON, tables.json, databases)")
+    imp.add_argument("--out", required=True, metavar="PROJECT", help="the project folder to write")
+    imp.add_argument("--questions", default=None, metavar="FILE",
+                     help="the questions file inside DIR (default: dev.json)")
+    imp.add_argument("--split", default=None, help="the split's name (default: the questions file's stem)")
+    imp.add_argument("--limit", type=int, default=None, metavar="N", help="import only the first N questions")
+    imp.add_argument("--row-limit", type=int, default=10_000, metavar="N", help="each datasource's row limit")
+    imp.add_argument("--timeout", type=float, default=30.0, metavar="S", help="each datasource's query timeout")
+
+    grade = esub.add_parser("grade", help="score a predictions file against a suite, no engine involved",
+                            description="Run each predicted SQL read-only and compare it with the case's gold "
+                                        "rows (strict and lenient execution match), on every core.", **fmt)
+    grade.add_argument("predictions", metavar="PREDICTIONS",
+                       help="a JSON object (case id -> SQL) or Spider's text format (one SQL per line in case "
+                            "order, optionally a tab and the db id)")
+    grade.add_argument("--suite", required=True, metavar="PATH", help="the suite whose cases are predicted")
+    grade.add_argument("--workers", type=int, default=None, metavar="N", help="worker processes (default: cores)")
+    grade.add_argument("--out", default=None, metavar="FILE", help="write the full report (JSON) here")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from nl2sql_assets.public_benchmarks import import_benchmark
+
+    report = import_benchmark(args.benchmark, args.folder, args.out, questions=args.questions, split=args.split,
+                              limit=args.limit, row_limit=args.row_limit, timeout_s=args.timeout)
+    print(f"{report.suite}: {report.cases} {report.benchmark} {report.split} question(s) imported as drafts over "
+          f"{report.databases} database(s); rows written for {report.with_rows}")
+    print(f"{report.config}: the project (grade with: nl2sql-assets --config {report.config} eval grade "
+          f"PREDICTIONS --suite {report.suite})")
+    for failure in report.failed[:20]:
+        print(f"  no rows for {failure.case_id}: {failure.reason}", file=sys.stderr)
+    if len(report.failed) > 20:
+        print(f"  ... and {len(report.failed) - 20} more", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
+    from nl2sql_assets.atomic import atomic_write
+    from nl2sql_assets.config import load_config
+    from nl2sql_assets.evaluation.grading import gradable_cases, grade, read_predictions
+    from nl2sql_assets.evaluation.suites.loader import load_suite
+
+    config = load_config(config_path)
+    suite = load_suite(args.suite)
+    cases = gradable_cases(suite)
+    predictions = read_predictions(args.predictions, cases)
+    report = grade(suite, predictions, {ds.id: ds for ds in config.datasources}, workers=args.workers,
+                   predictions_name=str(args.predictions), cases=cases)
+    s, lax = report.execution, report.execution_lenient
+    print(f"{report.suite}: {report.graded} prediction(s) graded in {report.seconds:.2f} s on {report.workers} "
+          f"worker(s) ({report.graded / max(report.seconds, 1e-9):.0f} pairs/s)")
+    print(f"execution match strict {s.rate:.1%} ({s.passed}/{s.total}, 95% CI {s.low:.1%}-{s.high:.1%}); "
+          f"lenient {lax.rate:.1%} ({lax.passed}/{lax.total}, 95% CI {lax.low:.1%}-{lax.high:.1%})")
+    for label, rates in report.by_difficulty.items():
+        print(f"  {label}: strict {rates.strict.rate:.1%} ({rates.strict.passed}/{rates.strict.total}), "
+              f"lenient {rates.lenient.rate:.1%} ({rates.lenient.passed}/{rates.lenient.total})")
+    if report.reasons:
+        print("failures: " + ", ".join(f"{reason} {n}" for reason, n in report.reasons.items()))
+    if args.out:
+        atomic_write(Path(args.out), report.model_dump_json(indent=1) + "\n")
+        print(f"report: {args.out}")
+    return EXIT_OK

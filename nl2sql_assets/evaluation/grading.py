@@ -1,0 +1,317 @@
+"""``eval grade``: score a file of predicted SQL against a suite's gold rows, no engine involved.
+
+Predictions come as a JSON object (case id -> SQL; for an imported benchmark the benchmark's own
+question index or question_id works as the key too, and BIRD's ``\\t----- bird -----\\tdb_id``
+tail is dropped) or as Spider's text format (one SQL per line in the suite's case order, an
+optional tab and db id after it). Each prediction runs read-only through the datasource adapter
+(its row limit and a real timeout) and is compared with ``explain_strict`` and
+``explain_lenient``, the same functions a run's result_match scorer uses; the gold rows are
+the suite's (a case without stored rows, e.g. duplicate column names, has its gold SQL run).
+The pairs are spread over a pool of worker processes, each holding one read-only connection
+per database it reads, so grading uses every core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nl2sql_assets.config import DatasourceConfig
+from nl2sql_assets.errors import UserError
+from nl2sql_assets.evaluation.judging.stats import Rate
+from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite
+
+#: pairs per task handed to a worker: large enough that the hand-off is cheap next to the SQL
+CHUNK = 64
+#: below this many pairs the pool's start costs more than it saves: grade in this process
+POOL_THRESHOLD = 48
+
+_BIRD_TAIL = "\t----- bird -----\t"
+
+
+class PredictionsError(UserError, ValueError):
+    """A predictions file that cannot be read against the suite; names the file, the line or key."""
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    passed: bool
+    reason: str
+    message: str
+
+
+class CaseGrade(BaseModel):
+    """One prediction's verdicts; ``error_code`` when the predicted SQL did not run (or none was given)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    case_id: str
+    datasource: str
+    difficulty: str | None = None
+    sql: str | None
+    strict: Verdict
+    lenient: Verdict
+    error_code: str | None = None
+    elapsed_ms: float = 0.0
+
+
+class DifficultyRates(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    strict: Rate
+    lenient: Rate
+
+
+class GradeReport(BaseModel):
+    """Execution match of a predictions file: strict and lenient rates with their Wilson
+    intervals, per difficulty (the benchmark's own label where it has one), the reasons of the
+    failures, and every case's verdicts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str
+    predictions: str
+    graded: int
+    execution: Rate
+    execution_lenient: Rate
+    by_difficulty: dict[str, DifficultyRates] = Field(default_factory=dict)
+    reasons: dict[str, int] = Field(default_factory=dict)  # strict reason -> count, failures only
+    errors: dict[str, int] = Field(default_factory=dict)  # error code -> count
+    workers: int
+    seconds: float
+    cases: list[CaseGrade] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- the cases and the predictions
+
+
+def gradable_cases(suite: EvalSuite) -> list[EvalCase]:
+    """The cases a prediction can be graded on, in suite order: answer cases with gold SQL that
+    are not retired (an imported benchmark's drafts included: their rows come from its gold SQL)."""
+    return [c for c in suite.cases if c.kind == "answer" and c.sql is not None and c.status != "retired"]
+
+
+def read_predictions(path: str | Path, cases: Sequence[EvalCase]) -> dict[str, str]:
+    """Case id -> predicted SQL, from a JSON object or Spider's one-SQL-per-line text format."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise PredictionsError(f"{path}: predictions file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PredictionsError(f"{path}: cannot read the predictions: {exc}") from None
+    if text.lstrip().startswith("{"):
+        return _from_json(path, text, cases)
+    return _from_lines(path, text, cases)
+
+
+def _from_json(path: Path, text: str, cases: Sequence[EvalCase]) -> dict[str, str]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PredictionsError(f"{path}, line {exc.lineno}, column {exc.colno}: not JSON: {exc.msg}") from None
+    by_key: dict[str, str] = {c.id: c.id for c in cases}
+    for case in cases:  # a benchmark's own keys: its question_id (BIRD), else its index
+        if case.benchmark is not None:
+            key = case.benchmark.question_id if case.benchmark.question_id is not None else case.benchmark.index
+            by_key.setdefault(str(key), case.id)
+    out: dict[str, str] = {}
+    problems: list[str] = []
+    for key, value in data.items():
+        case_id = by_key.get(str(key))
+        if case_id is None:
+            problems.append(f"{path}: key {key!r}: no gradable case of the suite has this id")
+            continue
+        if not isinstance(value, str):
+            problems.append(f"{path}: key {key!r}: the prediction is a string of SQL, not a {type(value).__name__}")
+            continue
+        out[case_id] = value.split(_BIRD_TAIL, 1)[0]
+    if problems:
+        raise PredictionsError("\n".join(problems[:20]) + (f"\n... and {len(problems) - 20} more" if len(problems) > 20
+                                                           else ""))
+    return out
+
+
+def _from_lines(path: Path, text: str, cases: Sequence[EvalCase]) -> dict[str, str]:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) != len(cases):
+        raise PredictionsError(f"{path}: {len(lines)} line(s), but the suite has {len(cases)} gradable case(s): "
+                               "the text format is one SQL per line, in the suite's case order")
+    out: dict[str, str] = {}
+    for number, (line, case) in enumerate(zip(lines, cases, strict=True), start=1):
+        sql, _, db_id = line.rstrip("\r").partition("\t")
+        db_id = db_id.strip()
+        if db_id and db_id != case.datasources[0]:
+            raise PredictionsError(f"{path}, line {number}: db id {db_id!r}, but case {case.id} (line {number} "
+                                   f"in case order) reads {case.datasources[0]!r}")
+        out[case.id] = sql
+    return out
+
+
+# ---------------------------------------------------------------- the workers
+
+# One worker's state: the gold side of every case, the datasource configs, its open adapters.
+_GOLD: list[tuple[str, list[list[Any]] | None, str, bool]] = []
+_CONFIGS: dict[str, DatasourceConfig] = {}
+_ADAPTERS: dict[str, Any] = {}
+_LIVE_GOLD: dict[int, Any] = {}
+
+Task = tuple[int, str | None]  # (case index, predicted SQL)
+Outcome = tuple[int, bool, str, str, bool, str, str, str | None, float]
+
+
+def _init_worker(gold: list[tuple[str, list[list[Any]] | None, str, bool]],
+                 configs: dict[str, DatasourceConfig]) -> None:
+    global _GOLD, _CONFIGS, _ADAPTERS, _LIVE_GOLD
+    _GOLD, _CONFIGS, _ADAPTERS, _LIVE_GOLD = gold, configs, {}, {}
+
+
+def _adapter(datasource: str) -> Any:
+    adapter = _ADAPTERS.get(datasource)
+    if adapter is None:
+        cfg = _CONFIGS[datasource]
+        if cfg.engine == "sqlite":
+            from nl2sql_assets.datasources.sqlite import SqliteAdapter
+
+            adapter = SqliteAdapter(cfg, keep_open=True)  # one connection for all of this worker's pairs
+        else:
+            from nl2sql_assets.datasources.registry import open_adapter
+
+            adapter = open_adapter(cfg)
+        _ADAPTERS[datasource] = adapter
+    return adapter
+
+
+def _gold_rows(index: int) -> list[list[Any]] | str:
+    """The case's gold rows: stored, or its gold SQL run once in this worker; a str says why none."""
+    datasource, rows, sql, _ = _GOLD[index]
+    if rows is not None:
+        return rows
+    if index not in _LIVE_GOLD:
+        from nl2sql_assets.datasources.base import DatasourceError
+
+        try:
+            out = _adapter(datasource).execute(sql)
+            _LIVE_GOLD[index] = "the gold result was cut at the row limit" if out.truncated else out.rows
+        except DatasourceError as exc:
+            _LIVE_GOLD[index] = f"the gold SQL failed: {exc}"
+    return _LIVE_GOLD[index]
+
+
+def _grade(task: Task) -> Outcome:
+    from nl2sql_assets.datasources.base import DatasourceError
+    from nl2sql_assets.evaluation.judging.comparison import explain_lenient, explain_strict
+
+    index, sql = task
+    started = time.perf_counter()
+    if sql is None or not sql.strip():
+        message = "no prediction for this case" if sql is None else "the prediction is empty"
+        return (index, False, "no_prediction", message, False, "no_prediction", message, "NO_PREDICTION", 0.0)
+    gold = _gold_rows(index)
+    if isinstance(gold, str):
+        return (index, False, "gold_error", gold, False, "gold_error", gold, "GOLD_ERROR", 0.0)
+    try:
+        out = _adapter(_GOLD[index][0]).execute(sql)
+    except DatasourceError as exc:
+        elapsed = (time.perf_counter() - started) * 1000.0
+        message = str(exc)
+        return (index, False, "execution_error", message, False, "execution_error", message, exc.code, elapsed)
+    order_matters = _GOLD[index][3]
+    strict = explain_strict(gold, out.rows, order_matters)
+    lenient = explain_lenient(gold, out.rows, order_matters) if not strict.passed else strict
+    elapsed = (time.perf_counter() - started) * 1000.0
+    code = "ROW_LIMIT" if out.truncated and not strict.passed else None
+    return (index, strict.passed, strict.reason, strict.message, lenient.passed, lenient.reason, lenient.message,
+            code, elapsed)
+
+
+def _grade_chunk(tasks: list[Task]) -> list[Outcome]:
+    return [_grade(task) for task in tasks]
+
+
+def _close_adapters() -> None:
+    for adapter in _ADAPTERS.values():
+        adapter.close()
+    _ADAPTERS.clear()
+
+
+# ---------------------------------------------------------------- grading
+
+
+def _chunks(tasks: list[Task], size: int) -> Iterator[list[Task]]:
+    for start in range(0, len(tasks), size):
+        yield tasks[start:start + size]
+
+
+def grade(suite: EvalSuite, predictions: dict[str, str], configs: dict[str, DatasourceConfig], *,
+          workers: int | None = None, predictions_name: str = "", cases: Sequence[EvalCase] | None = None
+          ) -> GradeReport:
+    """Grade every gradable case of ``suite`` (``cases``: a subset) against its prediction; a case
+    without one fails with ``no_prediction``. ``workers`` defaults to the machine's cores."""
+    started = time.perf_counter()
+    cases = list(cases) if cases is not None else gradable_cases(suite)
+    missing = sorted({c.datasources[0] for c in cases} - set(configs))
+    if missing:
+        raise UserError(f"the suite's cases read datasource(s) {missing} that the project does not configure")
+    gold = [(c.datasources[0], [list(r.values()) for r in c.rows] if c.rows is not None else None, c.sql or "",
+             c.order_matters) for c in cases]
+    # Cases of one database next to each other: a chunk then touches few connections.
+    tasks: list[Task] = sorted(((i, predictions.get(c.id)) for i, c in enumerate(cases)),
+                               key=lambda t: (gold[t[0]][0], t[0]))
+    workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+    outcomes: list[Outcome] = []
+    if workers == 1 or len(tasks) < POOL_THRESHOLD:
+        _init_worker(gold, configs)
+        try:
+            outcomes = _grade_chunk(tasks)
+        finally:
+            _close_adapters()
+        workers = 1
+    else:
+        size = max(1, min(CHUNK, len(tasks) // (workers * 4) or 1))
+        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(gold, configs)) as pool:
+            for part in pool.map(_grade_chunk, _chunks(tasks, size)):
+                outcomes.extend(part)
+    outcomes.sort(key=lambda o: o[0])
+    grades = [
+        CaseGrade(case_id=cases[i].id, datasource=cases[i].datasources[0], difficulty=_difficulty(cases[i]),
+                  sql=predictions.get(cases[i].id), strict=Verdict(passed=sp, reason=sr, message=sm),
+                  lenient=Verdict(passed=lp, reason=lr, message=lm), error_code=code, elapsed_ms=round(ms, 3))
+        for i, sp, sr, sm, lp, lr, lm, code, ms in outcomes
+    ]
+    return _report(suite, predictions_name, grades, workers, time.perf_counter() - started)
+
+
+def _difficulty(case: EvalCase) -> str | None:
+    if case.benchmark is not None and case.benchmark.difficulty:
+        return case.benchmark.difficulty
+    return case.difficulty
+
+
+def _report(suite: EvalSuite, name: str, grades: list[CaseGrade], workers: int, seconds: float) -> GradeReport:
+    strict = sum(g.strict.passed for g in grades)
+    lenient = sum(g.lenient.passed for g in grades)
+    by: dict[str, list[CaseGrade]] = {}
+    for g in grades:
+        by.setdefault(g.difficulty or "unlabelled", []).append(g)
+    return GradeReport(
+        suite=suite.name or "suite", predictions=name, graded=len(grades),
+        execution=Rate.of(strict, len(grades)), execution_lenient=Rate.of(lenient, len(grades)),
+        by_difficulty={label: DifficultyRates(strict=Rate.of(sum(g.strict.passed for g in gs), len(gs)),
+                                              lenient=Rate.of(sum(g.lenient.passed for g in gs), len(gs)))
+                       for label, gs in sorted(by.items())},
+        reasons=dict(Counter(g.strict.reason for g in grades if not g.strict.passed).most_common()),
+        errors=dict(Counter(g.error_code for g in grades if g.error_code).most_common()),
+        workers=workers, seconds=round(seconds, 3), cases=grades,
+    )

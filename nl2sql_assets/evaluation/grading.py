@@ -184,7 +184,7 @@ def _adapter(datasource: str) -> Any:
         if cfg.engine == "sqlite":
             from nl2sql_assets.datasources.sqlite import SqliteAdapter
 
-            adapter = SqliteAdapter(cfg, keep_open=True)  # one connection for all of this worker's pairs
+            adapter = SqliteAdapter(cfg, bulk=True)  # one connection for all of this worker's pairs
         else:
             from nl2sql_assets.datasources.registry import open_adapter
 

@@ -351,3 +351,28 @@ def test_a_kept_open_sqlite_connection_stays_read_only_and_closes(tmp_path: Path
         kept.execute("SELECT 1")
     assert adapter.execute("SELECT COUNT(*) FROM Album").rows == [[347]]  # reopens after close
     adapter.close()
+
+
+@pytest.mark.parametrize("sql", [
+    "DELETE FROM Artist", "WITH x AS (SELECT 1) DELETE FROM Artist", "REPLACE INTO Artist VALUES (1, 'x')",
+    "WITH a AS (SELECT 1) INSERT INTO Artist VALUES (999, 'x')", "VACUUM INTO '{tmp}/vacuumed.db'",
+    "SELECT 1; VACUUM INTO '{tmp}/vacuumed.db'", "SELECT 1; DELETE FROM Artist", "ATTACH '{tmp}/other.db' AS other",
+    "PRAGMA writable_schema = 1", "SELECT load_extension('x')", "  ;",
+])
+def test_the_bulk_reader_leaves_the_statement_to_sqlite_and_still_refuses_every_write(
+        tmp_path: Path, chinook_path: Path, sql: str) -> None:
+    from nl2sql_assets.datasources.base import ReadOnlyViolation
+    from nl2sql_assets.datasources.sqlite import SqliteAdapter
+
+    db = tmp_path / "chinook.sqlite"
+    shutil.copy(chinook_path, db)
+    before = db.read_bytes()
+    adapter = SqliteAdapter(DatasourceConfig(id="chinook", engine="sqlite", path=db), bulk=True)
+    try:
+        with pytest.raises(ReadOnlyViolation):
+            adapter.execute(sql.format(tmp=tmp_path))
+        assert adapter.execute(" -- a comment first\nSELECT COUNT(*) FROM Artist; -- and after").rows == [[275]]
+    finally:
+        adapter.close()
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chinook.sqlite"]

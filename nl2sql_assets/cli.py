@@ -165,9 +165,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="also record every report *.json in DIR (repeatable)")
     pub.add_argument("--root", default=None, metavar="DIR",
                      help="the project folder holding benchmarks/ (default: the current folder)")
-    from nl2sql_assets.cli_bench import add_bench_commands
+    from nl2sql_assets.cli_bench import add_bench_commands, add_serve_command
 
     add_bench_commands(sub, esub, fmt)
+    add_serve_command(sub, fmt)
     return p
 
 
@@ -596,6 +597,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_configs(args)
         if args.command == "feedback":
             return _cmd_feedback(args)
+        if args.command == "serve":
+            from nl2sql_assets.cli_bench import cmd_serve
+
+            return cmd_serve(args, _config_path(args))
         if args.command == "bench":
             from nl2sql_assets.cli_bench import cmd_bench
 
@@ -604,6 +609,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from nl2sql_assets.cli_bench import cmd_grade
 
             return cmd_grade(args, _config_path(args))
+        if args.command == "serve":
+            from nl2sql_assets.cli_bench import cmd_serve
+
+            return cmd_serve(args, _config_path(args))
         if args.command == "bench":
             from nl2sql_assets.cli_bench import cmd_bench
 

@@ -1,4 +1,4 @@
-"""The command-line side of public benchmarks: ``bench import spider|bird DIR`` and ``eval grade``.
+"""The command-line side of public benchmarks and engines: ``bench import``, ``eval grade``, ``serve``.
 
 Kept apart from ``cli.py`` so that file only registers these commands and dispatches to them.
 """
@@ -85,4 +85,28 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
     if args.out:
         atomic_write(Path(args.out), report.model_dump_json(indent=1) + "\n")
         print(f"report: {args.out}")
+    return EXIT_OK
+
+
+def add_serve_command(sub: Any, fmt: dict[str, Any]) -> None:
+    serve = sub.add_parser("serve", help="serve the built-in engine over the HTTP engine contract (POST /ask)",
+                           description="The reference server of docs/engine-api.openapi.yaml: the project's "
+                                       "built-in engine behind POST /ask, for testing an HTTP client.", **fmt)
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    serve.add_argument("--port", type=int, default=8765, help="the port to listen on (0: any free port)")
+
+
+def cmd_serve(args: argparse.Namespace, config_path: Path) -> int:
+    from nl2sql_assets.engines import BuiltinEngine, EngineServer
+    from nl2sql_assets.project import Project
+
+    with Project.load(config_path) as project:
+        server = EngineServer(BuiltinEngine(project.engine), args.host, args.port)
+        print(f"serving the built-in engine at {server.url}/ask (Ctrl-C stops)", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
     return EXIT_OK

@@ -1,0 +1,64 @@
+"""The built-in reference engine behind the engine contract: its QueryResult read as an EngineReply."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE, SECURITY_VIOLATION, QueryResult
+from nl2sql_assets.engines.contract import EngineReply, TokenUsage, Turn
+
+#: the error code of a follow-up question put to an engine that takes no conversation
+CONVERSATION_UNSUPPORTED = "CONVERSATION_UNSUPPORTED"
+
+
+def reply_from_result(result: QueryResult) -> EngineReply:
+    """The contract's reading of one QueryResult: refusals and unanswerable questions are outcomes,
+    not errors; rows become mappings; usage is summed over the calls (None when none reported)."""
+    if result.status == "success":
+        status = "answered"
+    elif result.status == "needs_clarification":
+        status = "needs_clarification"
+    elif result.error_code == SECURITY_VIOLATION:
+        status = "refused"
+    elif result.error_code == QUESTION_NOT_ANSWERABLE:
+        status = "unanswerable"
+    else:
+        status = "error"
+    rows = None
+    if result.result_sets:
+        columns = result.result_sets[0].columns
+        rows = [dict(zip(columns, row, strict=True)) for row in result.result_sets[0].rows]
+    reported = [c.usage for c in result.calls if c.usage is not None]
+    usage = None
+    if reported:
+        usage = TokenUsage(prompt_tokens=sum(u.input_tokens for u in reported),
+                           completion_tokens=sum(u.output_tokens for u in reported))
+    costs = [getattr(c, "cost_usd", None) for c in result.calls]
+    cost = sum(costs) if costs and all(c is not None for c in costs) else None
+    return EngineReply(status=status, sql=result.sql, rows=rows,
+                       answer=result.answer.summary if result.answer is not None else None,
+                       error_code=result.error_code if status == "error" else None, usage=usage, cost_usd=cost,
+                       timings=dict(result.timings) or None, run_id=result.run_id, policy_rule=result.policy_rule)
+
+
+class BuiltinEngine:
+    """``nl2sql_assets.engine.Engine`` as an ``NL2SQLEngine``. It routes questions itself: a
+    ``datasource`` given is passed on in the run's context, not imposed."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self._takes_conversation = "conversation" in inspect.signature(engine.ask).parameters
+
+    def ask(self, question: str, role: str, datasource: str | None = None,
+            conversation: list[Turn] | None = None, context: dict[str, Any] | None = None) -> EngineReply:
+        ctx = dict(context or {})
+        if datasource is not None:
+            ctx.setdefault("datasource", datasource)
+        kwargs: dict[str, Any] = {"context": ctx or None}
+        if conversation:
+            if not self._takes_conversation:
+                return EngineReply(status="error", error_code=CONVERSATION_UNSUPPORTED,
+                                   answer="this engine answers single questions only")
+            kwargs["conversation"] = [t.model_dump() for t in conversation]
+        return reply_from_result(self.engine.ask(question, role, **kwargs))

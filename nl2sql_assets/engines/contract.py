@@ -1,0 +1,66 @@
+"""The engine contract: what the evaluator asks any NL2SQL engine and what it takes back.
+
+``NL2SQLEngine.ask(question, role, datasource, conversation) -> EngineReply`` is the one call;
+the built-in engine is one implementation (``engines.builtin``), an engine behind HTTP another
+(``engines.http_client``). The JSON form of ``AskRequest`` and ``EngineReply`` is the HTTP contract
+(docs/engine-api.openapi.yaml): small enough that a team writes a server for it in minutes.
+A reply may carry fields of its own: they are allowed and kept (``model_extra``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nl2sql_assets.config import StrictModel
+
+ReplyStatus = Literal["answered", "refused", "unanswerable", "needs_clarification", "error"]
+
+
+class Turn(StrictModel):
+    """One earlier turn of the conversation the question follows."""
+
+    question: str
+    sql: str | None = None
+    answer: str | None = None
+
+
+class AskRequest(StrictModel):
+    """``POST /ask``'s body. ``context`` is optional and only for engines that want it (the
+    reference server hands it to the built-in engine's run, e.g. a case id)."""
+
+    question: str = Field(min_length=1)
+    role: str = Field(min_length=1)
+    datasource: str | None = None
+    conversation: list[Turn] = Field(default_factory=list)
+    context: dict[str, Any] | None = None
+
+
+class TokenUsage(StrictModel):
+    prompt_tokens: int = Field(ge=0)
+    completion_tokens: int = Field(ge=0)
+
+
+class EngineReply(BaseModel):
+    """What an engine answered. ``rows`` are mappings column -> value (None: the engine ran no
+    SQL, or returned SQL only); ``usage`` and ``cost_usd`` are None when the engine does not know."""
+
+    model_config = ConfigDict(extra="allow")  # an engine's own fields are kept, never refused
+
+    status: ReplyStatus
+    sql: str | None = None
+    rows: list[dict[str, Any]] | None = None
+    answer: str | None = None
+    error_code: str | None = None
+    usage: TokenUsage | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
+    timings: dict[str, float] | None = None  # seconds, by step (the caller adds its own wall time)
+
+
+@runtime_checkable
+class NL2SQLEngine(Protocol):
+    """Any engine the evaluator can run."""
+
+    def ask(self, question: str, role: str, datasource: str | None = None,
+            conversation: list[Turn] | None = None) -> EngineReply: ...

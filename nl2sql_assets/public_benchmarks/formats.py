@@ -45,8 +45,10 @@ class BenchmarkFormat:
 
 
 FORMATS: dict[str, BenchmarkFormat] = {
+    # Spider's test release keeps its own test_database/ and test_tables.json beside dev's.
     "spider": BenchmarkFormat(name="spider", questions="dev.json", sql_key="query", evidence_key=None,
-                              databases=("database",), tables=("tables.json",), tables_required=True),
+                              databases=("{split}_database", "database"), tables=("{split}_tables.json", "tables.json"),
+                              tables_required=True),
     "bird": BenchmarkFormat(name="bird", questions="dev.json", sql_key="SQL", evidence_key="evidence",
                             databases=("{split}_databases", "dev_databases", "databases"),
                             tables=("{split}_tables.json", "tables.json"), tables_required=False),
@@ -179,7 +181,8 @@ def _read_tables(fmt: BenchmarkFormat, root: Path, split: str) -> tuple[Path, se
     path = next((p for p in candidates if p.is_file()), None)
     if path is None:
         if fmt.tables_required:
-            raise BenchmarkFolderError(f"{candidates[0]}: the schema list (tables.json) not found")
+            names = " or ".join(p.name for p in candidates)
+            raise BenchmarkFolderError(f"{root}: the schema list ({names}) not found")
         return None
     data = _load_json(path, "schema list")
     if not isinstance(data, list):

@@ -166,7 +166,7 @@ def test_bird_import_keeps_evidence_as_context_and_the_difficulty(tmp_path: Path
      "dev.json: entry 0: field 'db_id': database 'nowhere' is not listed in"),
     (lambda root: (root / "database" / "support" / "support.sqlite").unlink(),
      "entry 2: field 'db_id': no database file"),
-    (lambda root: (root / "tables.json").unlink(), "tables.json: the schema list (tables.json) not found"),
+    (lambda root: (root / "tables.json").unlink(), "spider: the schema list (dev_tables.json or tables.json) not found"),
     (lambda root: (root / "tables.json").write_text('[{"tables": []}]'), "tables.json: entry 0: field 'db_id'"),
 ])
 def test_a_malformed_spider_folder_is_refused_naming_file_entry_and_field(
@@ -185,6 +185,17 @@ def test_a_bird_entry_without_sql_names_the_benchmarks_own_key(tmp_path: Path, d
     (folder / "dev.json").write_text(json.dumps(broken))
     with pytest.raises(BenchmarkFolderError, match=r"dev.json: entry 1 \(question_id 1\): field 'SQL': missing"):
         import_benchmark("bird", folder, tmp_path / "project")
+
+
+def test_spider_test_split_reads_its_own_databases_and_schema_list(tmp_path: Path,
+                                                                  databases: dict[str, Path]) -> None:
+    folder = _spider_folder(tmp_path / "spider", databases)
+    (folder / "database").rename(folder / "test_database")
+    (folder / "tables.json").rename(folder / "test_tables.json")
+    (folder / "dev.json").rename(folder / "test.json")
+    report = import_benchmark("spider", folder, tmp_path / "project", questions="test.json")
+    assert (report.split, report.suite.name, report.cases, report.with_rows) == ("test", "spider_test.yaml", 5, 4)
+    assert all(ds.path.parent.parent.name == "test_database" for ds in load_config(report.config).datasources)
 
 
 def test_import_never_overwrites_a_project_it_did_not_write(tmp_path: Path, databases: dict[str, Path]) -> None:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
+from collections.abc import Sequence
 from typing import Any
 
 from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE, SECURITY_VIOLATION, QueryResult
 from nl2sql_assets.engines.contract import EngineReply, TokenUsage, Turn
-
-#: the error code of a follow-up question put to an engine that takes no conversation
-CONVERSATION_UNSUPPORTED = "CONVERSATION_UNSUPPORTED"
 
 
 def reply_from_result(result: QueryResult) -> EngineReply:
@@ -48,17 +45,11 @@ class BuiltinEngine:
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
-        self._takes_conversation = "conversation" in inspect.signature(engine.ask).parameters
 
     def ask(self, question: str, role: str, datasource: str | None = None,
-            conversation: list[Turn] | None = None, context: dict[str, Any] | None = None) -> EngineReply:
+            conversation: Sequence[Turn] | None = None, context: dict[str, Any] | None = None) -> EngineReply:
         ctx = dict(context or {})
         if datasource is not None:
             ctx.setdefault("datasource", datasource)
-        kwargs: dict[str, Any] = {"context": ctx or None}
-        if conversation:
-            if not self._takes_conversation:
-                return EngineReply(status="error", error_code=CONVERSATION_UNSUPPORTED,
-                                   answer="this engine answers single questions only")
-            kwargs["conversation"] = [t.model_dump() for t in conversation]
-        return reply_from_result(self.engine.ask(question, role, **kwargs))
+        return reply_from_result(self.engine.ask(question, role, context=ctx or None,
+                                                 conversation=tuple(conversation or ())))

@@ -9,21 +9,15 @@ A reply may carry fields of its own: they are allowed and kept (``model_extra``)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets.config import StrictModel
+from nl2sql_assets.engine.conversation import Turn  # one earlier turn: question, sql, answer
 
 ReplyStatus = Literal["answered", "refused", "unanswerable", "needs_clarification", "error"]
-
-
-class Turn(StrictModel):
-    """One earlier turn of the conversation the question follows."""
-
-    question: str
-    sql: str | None = None
-    answer: str | None = None
 
 
 class AskRequest(StrictModel):
@@ -63,4 +57,4 @@ class NL2SQLEngine(Protocol):
     """Any engine the evaluator can run."""
 
     def ask(self, question: str, role: str, datasource: str | None = None,
-            conversation: list[Turn] | None = None) -> EngineReply: ...
+            conversation: Sequence[Turn] | None = None) -> EngineReply: ...

@@ -12,6 +12,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError
@@ -46,8 +47,8 @@ class HttpEngine:
         register_secrets(config.headers.values())  # never in a message, a log or a record
 
     def ask(self, question: str, role: str, datasource: str | None = None,
-            conversation: list[Turn] | None = None, context: dict[str, Any] | None = None) -> EngineReply:
-        body = AskRequest(question=question, role=role, datasource=datasource, conversation=conversation or [],
+            conversation: Sequence[Turn] | None = None, context: dict[str, Any] | None = None) -> EngineReply:
+        body = AskRequest(question=question, role=role, datasource=datasource, conversation=list(conversation or ()),
                           context=context).model_dump(mode="json", exclude_none=True)
         data = json.dumps(body).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json", **self.config.headers}

@@ -3,7 +3,9 @@
 Exit codes of ``eval run``: 0 finished and nothing regressed; 1 a regression against
 ``--baseline`` or a threshold missed (``--min-*`` / ``--max-*``, or ``thresholds:`` in evals.yaml);
 2 a usage error, a refused run, or a missing, unreadable or incomparable baseline; 3 the cost cap
-stopped the run early (the report is partial).
+stopped the run early (the report is partial); 4 the run is incomplete: the provider failed some
+case runs (auth, quota, rate limit, 5xx, timeout, transport), so its numbers are not the model's
+and it is never gated (the circuit breaker may have stopped it early).
 ``eval seed`` exits 2 on a refusal and 3 at the cost cap or the call limit.
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 
 from nl2sql_assets.errors import UserError
 
-EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_COST_CAP = 0, 1, 2, 3
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_COST_CAP, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
 
 
 class UsageError(UserError):
@@ -165,6 +167,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="also record every report *.json in DIR (repeatable)")
     pub.add_argument("--root", default=None, metavar="DIR",
                      help="the project folder holding benchmarks/ (default: the current folder)")
+    pub.add_argument("--allow-incomplete", action="store_true",
+                     help="record a run the provider failed in part (exit 4 of eval run); refused otherwise")
     from nl2sql_assets.cli_bench import add_bench_commands, add_serve_command
 
     add_bench_commands(sub, esub, fmt)
@@ -283,6 +287,14 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
         left = ", ".join(f"{n} {kind}" for kind, n in sorted(report.left_out.items()))
         print(f"left out: {left} case run(s): mode {report.mode} does not run those kinds of case")
     print(f"report: {out}")
+    if report.incomplete:
+        # An outage is not a verdict on the model: no threshold, no gate, its own exit code.
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(report.env_errors.items()))
+        print(f"INCOMPLETE: case runs failed for the environment, not the model ({kinds}); "
+              "left out of accuracy, not gated", file=sys.stderr)
+        if report.breaker:
+            print(f"circuit breaker: {report.breaker}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     code = EXIT_OK
     if not _thresholds_met(args, project, report):
         code = EXIT_REGRESSION
@@ -298,6 +310,8 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
         for comp in result.compared:
             print(f"gate [{comp.config}/{comp.measure}]: lost {len(comp.lost)} {comp.lost}, "
                   f"gained {len(comp.gained)} {comp.gained}, McNemar p={comp.p_value:.3g}")
+        for note in result.notes:
+            print(f"gate: {note}")
         if not result.ok:
             for line in result.regressions:
                 print(f"REGRESSION: {line}", file=sys.stderr)
@@ -440,7 +454,8 @@ def _cmd_eval_publish(args: argparse.Namespace) -> int:
 
     root = Path(args.root) if args.root else Path.cwd()
     result = publish([Path(r) for r in args.reports], note=args.note,
-                     from_dirs=[Path(d) for d in args.from_dirs or []], root=root)
+                     from_dirs=[Path(d) for d in args.from_dirs or []], root=root,
+                     allow_incomplete=args.allow_incomplete)
     for path in result.records:
         print(f"recorded {path}")
     for path in result.written:

@@ -301,6 +301,9 @@ class EvalsConfig(StrictModel):
     scorers: list[str] = Field(default_factory=lambda: list(DEFAULT_SCORERS))
     curated: bool = True
     max_cost_usd: Annotated[float, Field(gt=0)] | None = None
+    #: the circuit breaker: stop a run after this many case runs in a row failed for the
+    #: environment (auth, quota, rate limit, 5xx, timeout, transport)
+    max_consecutive_env_errors: Annotated[int, Field(gt=0)] = 5
     passes: Annotated[int, Field(gt=0)] = 1
     gate: GateSettings = Field(default_factory=GateSettings)
     thresholds: ThresholdSettings = Field(default_factory=ThresholdSettings)

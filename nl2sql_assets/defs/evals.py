@@ -72,6 +72,11 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
             started = time.perf_counter()
             runs = proj.evals.run_cases(request, budget=warehouse.ledger(budget))
             seconds = time.perf_counter() - started
+        if runs.meta.incomplete:  # an outage: never stored as the model's numbers
+            kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(runs.meta.env_errors.items()))
+            raise dg.Failure(description=redact(
+                f"incomplete: case runs failed for the environment, not the model ({kinds}); nothing stored. "
+                + (runs.meta.breaker or "")))
         path = warehouse.write_pass(suite_name, config, pass_index, runs.records, runs.meta)
         report = build_report(runs.records, runs.meta)
         board = next(iter(report.configs.values()))

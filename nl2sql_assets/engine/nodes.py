@@ -22,10 +22,22 @@ class _Out(BaseModel):
 
 
 class DatasourceSelection(_Out):
-    """Resolver: which datasources can answer, best first; ``answerable`` false when none can."""
+    """Resolver: which datasources can answer, best first; ``answerable`` false when none can;
+    ``needs_clarification`` when the question could mean several things and one must be chosen
+    before any SQL is written (``clarification`` is the question to ask back)."""
 
     datasources: list[str] = Field(default_factory=list)
     answerable: bool
+    reason: str = ""
+    needs_clarification: bool = False
+    clarification: str = ""
+
+
+class CuratedMatch(_Out):
+    """Curated: the number of the verified question that asks the same thing as the user's
+    (1-based, as listed), or None when none does."""
+
+    match: int | None = None
     reason: str = ""
 
 
@@ -108,7 +120,9 @@ RESOLVER_SYSTEM = (
     "You route questions to databases. Given a question and the datasources available, return "
     "the ids of the datasources that hold the data to answer it, best first. If none of them "
     "can answer it (the data is not there, or it is not a question about the data), return an "
-    "empty list and answerable=false, with a one-sentence reason."
+    "empty list and answerable=false, with a one-sentence reason. If the data is there but the "
+    "question is ambiguous (it could mean several different queries and guessing would mislead), "
+    "set needs_clarification=true and put the one question you would ask back in clarification."
 )
 
 
@@ -120,6 +134,29 @@ def _with_history(history: str, question: str) -> str:
 def resolver_messages(question: str, datasource_lines: Sequence[str], history: str = "") -> list[dict[str, Any]]:
     user = "Datasources:\n" + "\n".join(datasource_lines) + "\n\n" + _with_history(history, question)
     return _msgs(RESOLVER_SYSTEM, user)
+
+
+CURATED_SYSTEM = (
+    "You decide whether a user's question asks exactly the same thing as one of a numbered list of "
+    "verified questions, only worded differently. Same thing means the same data, filters, grouping "
+    "and order: a verified answer to it would answer the user's question fully and nothing more. "
+    "Return its number in match, or null when none asks the same thing (a near miss is null)."
+)
+CURATED_CANDIDATES = 20  # the verified questions shown to the curated node, most words in common first
+
+
+def curated_messages(question: str, candidates: Sequence[str]) -> list[dict[str, Any]]:
+    listed = "\n".join(f"{n}. {text}" for n, text in enumerate(candidates, start=1))
+    return _msgs(CURATED_SYSTEM, f"Verified questions:\n{listed}\n\nQuestion: {question}")
+
+
+def curated_question_of(user_message: str, number: int) -> str | None:
+    """The verified question listed as ``number`` in a curated node's user message."""
+    prefix = f"{number}. "
+    for line in user_message.splitlines():
+        if line.startswith(prefix):
+            return line[len(prefix):]
+    return None
 
 
 DECOMPOSER_SYSTEM = (

@@ -26,11 +26,18 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from nl2sql_assets.config import ConfigError, DatasourceAccess, LLMConfig, PoliciesConfig, ProjectConfig
+from nl2sql_assets.config import (
+    ConfigError,
+    CuratedAnswer,
+    DatasourceAccess,
+    LLMConfig,
+    PoliciesConfig,
+    ProjectConfig,
+)
 from nl2sql_assets.datasources.base import DatasourceAdapter, DatasourceError
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.engine import nodes
@@ -41,6 +48,7 @@ from nl2sql_assets.engine.executor import execute
 from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.engine.result import (
     LLM_ERROR,
+    PROVIDER_ERROR,
     QUESTION_NOT_ANSWERABLE,
     SECURITY_VIOLATION,
     VALIDATION_ERROR,
@@ -91,6 +99,14 @@ class _Stop(Exception):
         self.rule = rule
 
 
+class _Clarify(Exception):
+    """Ends a run early asking the user to narrow the question (status needs_clarification)."""
+
+    def __init__(self, question: str) -> None:
+        super().__init__(question)
+        self.question = question
+
+
 @dataclasses.dataclass
 class _RunState:
     run_id: str
@@ -99,6 +115,8 @@ class _RunState:
     calls: list[LLMCall] = dataclasses.field(default_factory=list)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     plans: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    plan_errors: list[str] = dataclasses.field(default_factory=list)  # why each failed plan failed
+    clarification: str | None = None
     plan: dict[str, Any] | None = None
     sql: str | None = None
     result_sets: list[ResultSet] = dataclasses.field(default_factory=list)
@@ -111,6 +129,7 @@ class _RunState:
     conversation: tuple[Turn, ...] = ()
     candidates: list[CandidateRun] = dataclasses.field(default_factory=list)
     selected_candidate: int | None = None
+    curated_match: Literal["exact", "paraphrase"] | None = None
 
     @property
     def history(self) -> str:
@@ -133,6 +152,8 @@ class _RunState:
             sql=self.sql,
             plan=self.plan,
             plans=self.plans,
+            plan_errors=self.plan_errors,
+            clarification=self.clarification,
             answer=self.answer,
             datasources=self.datasources,
             retrieval=self.retrieval,
@@ -143,6 +164,7 @@ class _RunState:
             source=self.source,  # type: ignore[arg-type]
             candidates=self.candidates,
             selected_candidate=self.selected_candidate,
+            curated_match=self.curated_match,
         )
 
 
@@ -371,9 +393,12 @@ class Engine:
             return await self._generated(state)
         except _Stop as stop:
             return state.result("error", stop.code, stop.message, stop.rule)
+        except _Clarify as ask_back:  # nothing ran: the question goes back to the user first
+            state.clarification = redact(ask_back.question)
+            return state.result("needs_clarification")
         except LLMCallError as exc:
             state.calls.append(exc.call)
-            return state.result("error", LLM_ERROR, str(exc))
+            return state.result("error", PROVIDER_ERROR if exc.call.error_kind else LLM_ERROR, str(exc))
         except DatasourceError as exc:  # the datasource itself failed (missing file, cannot open)
             return state.result("error", exc.code, str(exc))
 
@@ -414,6 +439,8 @@ class Engine:
             nodes.DatasourceSelection
         )
         state.routing = list(selection.datasources)
+        if selection.needs_clarification:
+            raise _Clarify(selection.clarification or "Could you say more precisely what you are asking for?")
         if not selection.answerable or not selection.datasources:
             reason = f": {selection.reason}" if selection.reason else ""
             raise _Stop(QUESTION_NOT_ANSWERABLE, f"None of the datasources can answer this question{reason}")
@@ -529,6 +556,7 @@ class Engine:
             # The plan failed: repair it within the budget.
             assert error is not None
             code, message = error
+            state.plan_errors.append(redact(f"{code}: {message}"))
             if kept_same or state.retries >= budget:
                 raise _Stop(code, message)
             state.retries += 1
@@ -623,7 +651,9 @@ class Engine:
     # ------------------------------------------------------------ curated answers
 
     async def _curated_answer(self, state: _RunState) -> QueryResult | None:
-        """A verified question→SQL pair matched exactly (case, spacing and end punctuation aside).
+        """A verified question→SQL pair: the same text first (case, spacing and end punctuation
+        aside, no model call), else the curated node's model call judges whether one of the
+        verified questions is a paraphrase of the user's.
 
         Used only when the policy check allows the role to run its SQL; otherwise the question
         takes the generated path, where the validator and the same check decide. A curated SQL
@@ -631,9 +661,13 @@ class Engine:
         """
         started = time.perf_counter()
         curated = self._curated.get(normalise_question(state.question))
+        how: Literal["exact", "paraphrase"] = "exact"
+        state.add_time("curated", time.perf_counter() - started)
+        if curated is None:
+            curated, how = await self._curated_paraphrase(state), "paraphrase"
         if curated is None or curated.datasource not in self.registry:
-            state.add_time("curated", time.perf_counter() - started)
             return None
+        started = time.perf_counter()
         snapshot = await self._snapshot(curated.datasource)
         adapter: DatasourceAdapter = self.registry.get(curated.datasource)
         decision = self._policy(
@@ -643,6 +677,7 @@ class Engine:
         if not decision.allowed:
             return None
         state.source = "verified"
+        state.curated_match = how
         state.datasources = [curated.datasource]
         state.sql = curated.sql
         try:
@@ -654,6 +689,24 @@ class Engine:
         state.result_sets = [rs]
         await self._synthesize(state)
         return state.result("success")
+
+    async def _curated_paraphrase(self, state: _RunState) -> CuratedAnswer | None:
+        """The curated node's call: which verified question (of those sharing most words with
+        the user's) asks the same thing, if any."""
+        ranked = sorted(self._curated.values(), key=lambda c: -_shared_words(c.question, state.question))
+        candidates = ranked[: nodes.CURATED_CANDIDATES]
+        if not candidates:
+            return None
+        out = await self._llm(state, "curated",
+                              nodes.curated_messages(state.question, [c.question for c in candidates]),
+                              nodes.CuratedMatch)
+        if out.match is None or not 1 <= out.match <= len(candidates):
+            return None
+        return candidates[out.match - 1]
+
+
+def _shared_words(a: str, b: str) -> int:
+    return len(set(normalise_question(a).split()) & set(normalise_question(b).split()))
 
 
 def _validate(

@@ -19,7 +19,10 @@ VALIDATION_ERROR = "VALIDATION_ERROR"
 EXECUTION_ERROR = "EXECUTION_ERROR"
 TIMEOUT = "TIMEOUT"
 READ_ONLY_VIOLATION = "READ_ONLY_VIOLATION"
-LLM_ERROR = "LLM_ERROR"
+LLM_ERROR = "LLM_ERROR"  # the model's answer was unusable (unparsable, not the schema)
+#: the provider or the way to it failed (auth, quota, rate limit, 5xx, timeout, transport): an
+#: outage, never the model's mistake; the failed call's ``error_kind`` says which
+PROVIDER_ERROR = "PROVIDER_ERROR"
 ROW_BUDGET_EXCEEDED = "ROW_BUDGET_EXCEEDED"
 
 
@@ -61,8 +64,10 @@ class QueryResult(StrictModel):
     result_sets: list[ResultSet] = Field(default_factory=list)
     sql: str | None = None
     plan: dict[str, Any] | None = None
-    plans: list[dict[str, Any]] = Field(default_factory=list)
+    plans: list[dict[str, Any]] = Field(default_factory=list)  # every plan tried, in order
+    plan_errors: list[str] = Field(default_factory=list)  # why each failed plan failed (the first ones)
     answer: Answer | None = None
+    clarification: str | None = None  # the question asked back (status needs_clarification)
     datasources: list[str] = Field(default_factory=list)
     retrieval: dict[str, list[str]] | None = None  # table -> columns the retriever sent
     routing: list[str] | None = None  # datasources ranked best first
@@ -74,6 +79,8 @@ class QueryResult(StrictModel):
     candidates: list[CandidateRun] = Field(default_factory=list)
     #: which of ``candidates`` the selector chose (None: no selection, or every candidate failed)
     selected_candidate: int | None = None
+    #: how a verified answer was found: the same text, or the curated node judged a paraphrase
+    curated_match: Literal["exact", "paraphrase"] | None = None
 
     @property
     def usage(self) -> dict[str, Usage]:

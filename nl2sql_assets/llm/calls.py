@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Literal
+
 from nl2sql_assets.config import StrictModel
+
+#: Where a call's token counts come from: the provider's usage blocks, our own count with the
+#: model's tokenizer (the provider sent none), or both (some attempts of each).
+TokenSource = Literal["measured", "estimated", "mixed"]
+#: Why a call failed for a reason outside the model's answer: the provider or the way to it.
+EnvErrorKind = Literal["auth", "quota", "rate_limit", "server", "timeout", "transport", "not_found"]
+
+
+def combine_sources(sources: Iterable[TokenSource | None]) -> TokenSource | None:
+    """One source for several counts: the same when they agree, ``mixed`` when they do not
+    (None, nothing counted, is left out)."""
+    found = {s for s in sources if s is not None}
+    if not found:
+        return None
+    return found.pop() if len(found) == 1 else "mixed"
 
 
 class Usage(StrictModel):
@@ -23,7 +41,14 @@ class LLMCall(StrictModel):
 
     node: str
     model: str
-    usage: Usage | None = None  # None when the provider reported nothing (a failed call)
+    #: every attempt's tokens, failed ones included (providers bill them); None only when no
+    #: request went out or nothing could be counted
+    usage: Usage | None = None
+    token_source: TokenSource | None = None
     latency_ms: float = 0.0
     attempts: int = 1
     error: str | None = None
+    #: set when the call failed for the environment (auth, quota, rate limit, 5xx, timeout,
+    #: transport), not for what the model answered
+    error_kind: EnvErrorKind | None = None
+    status_code: int | None = None  # the provider's HTTP status of the last failed attempt

@@ -25,11 +25,12 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+import httpx
 from pydantic import BaseModel, ValidationError
 
 from nl2sql_assets.config import ModelSettings
 from nl2sql_assets.llm import transport
-from nl2sql_assets.llm.calls import LLMCall, Usage
+from nl2sql_assets.llm.calls import EnvErrorKind, LLMCall, TokenSource, Usage, combine_sources
 from nl2sql_assets.redact import protect_logger, redact
 
 T = TypeVar("T", bound=BaseModel)
@@ -247,6 +248,95 @@ def backoff_delay(attempt: int) -> float:
     return base * random.uniform(0.75, 1.25)
 
 
+def env_error_kind(exc: BaseException) -> tuple[EnvErrorKind | None, int | None]:
+    """(kind, HTTP status) of a failed attempt when the environment failed it (auth, quota,
+    rate limit, 5xx, timeout, transport); (None, status) for a request the provider judged bad."""
+    lib = _lib()
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    timeout_type = getattr(lib, "Timeout", None)
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError) or (
+        isinstance(timeout_type, type) and isinstance(exc, timeout_type)
+    ) or status == 408:
+        return "timeout", status if status == 408 else None
+    connection_type = getattr(lib, "APIConnectionError", None)
+    if isinstance(connection_type, type) and isinstance(exc, connection_type):
+        return "transport", None
+    if _dropped_connection(exc):  # litellm reports some as a 500 "Connection error."
+        return "transport", None
+    if status in (401, 403):
+        return "auth", status
+    if status == 402:
+        return "quota", status
+    if status == 429:
+        return "rate_limit", status
+    if status == 404:
+        return "not_found", status
+    if status is not None and status >= 500:
+        return "server", status
+    return None, status
+
+
+def _dropped_connection(exc: BaseException) -> bool:
+    """The exception, or one it was raised from, is a connection that failed or dropped."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError | httpx.TransportError) or type(current).__name__ == "APIConnectionError":
+            return True
+        current = current.__cause__ or current.__context__
+    return "Connection error" in str(exc)
+
+
+class _Tally:
+    """One call's tokens over its attempts: measured where the provider reported usage, counted
+    with the model's tokenizer (litellm's ``token_counter``) where it did not."""
+
+    def __init__(self, model: str, output_model: type[BaseModel]) -> None:
+        self.model = model
+        self.schema = _schema_json(output_model)  # sent with every request, billed as input
+        self.usage: Usage | None = None
+        self._sources: list[TokenSource] = []
+
+    @property
+    def source(self) -> TokenSource | None:
+        return combine_sources(self._sources)
+
+    def _add(self, usage: Usage, source: TokenSource) -> None:
+        self.usage = usage if self.usage is None else self.usage + usage
+        self._sources.append(source)
+
+    def answered(self, usage: Usage | None, messages: list[dict[str, Any]], content: str) -> None:
+        if usage is not None:
+            self._add(usage, "measured")
+        else:
+            self._add(Usage(input_tokens=self._prompt(messages), output_tokens=count_tokens(self.model, content)),
+                      "estimated")
+
+    def failed_attempt(self, messages: list[dict[str, Any]], *, worked: bool) -> None:
+        """A failed attempt: its prompt when the provider may have worked on it, else nothing."""
+        if worked:
+            self._add(Usage(input_tokens=self._prompt(messages)), "estimated")
+        elif self.usage is None:
+            self.usage = Usage()  # a request went out and was refused: zero tokens, known
+
+    def _prompt(self, messages: list[dict[str, Any]]) -> int:
+        return count_tokens(self.model, messages=messages) + count_tokens(self.model, self.schema)
+
+
+def count_tokens(model: str, text: str = "", *, messages: list[dict[str, Any]] | None = None) -> int:
+    """Tokens of ``text`` (or ``messages``) by the model's tokenizer as litellm knows it (a
+    generic one for a model it does not know); about four characters a token if that fails."""
+    try:
+        if messages is not None:
+            return int(_lib().token_counter(model=model, messages=messages))
+        return int(_lib().token_counter(model=model, text=text)) if text else 0
+    except Exception:
+        chars = sum(len(str(m.get("content") or "")) for m in messages) if messages is not None else len(text)
+        return chars // 4 + 1
+
+
 class LLMClient:
     """Structured calls per node; ``settings_for_node`` is usually ``LLMConfig.for_node``."""
 
@@ -267,7 +357,8 @@ class LLMClient:
         """One node's call: the parsed output and its record. Raises LLMCallError when it fails.
 
         Attempts = 1 + ``max_retries``; a transient error or (once) an unparsable answer uses one.
-        Usage is summed over the attempts, and is None unless every attempt reported it.
+        Usage is summed over every attempt, failed ones included: what the provider reported, or
+        our own count with the model's tokenizer where it reported nothing (``token_source``).
         """
         settings = self.settings(node)
         lib = _lib()
@@ -279,11 +370,13 @@ class LLMClient:
         kwargs = self._kwargs(settings, output_model, run_id)
         msgs = list(messages)
         max_attempts = 1 + settings.max_retries
-        usage_total: Usage | None = Usage()
+        tally = _Tally(settings.model, output_model)
         parse_retry_used = False
         attempts = 0
         started = time.perf_counter()
         last_error = "no attempt made"
+        kind: EnvErrorKind | None = None
+        status: int | None = None
         while attempts < max_attempts:
             attempts += 1
             guard, token = transport.guard_responses(settings.max_response_bytes)
@@ -291,10 +384,15 @@ class LLMClient:
                 # One deadline for the whole attempt: connecting, the headers and the body.
                 response = await asyncio.wait_for(lib.acompletion(messages=msgs, **kwargs), settings.timeout_s)
             except Exception as exc:
-                usage_total = None
                 if guard.exceeded:  # a property of the answer, not of the moment: never retried
+                    tally.failed_attempt(msgs, worked=True)
                     last_error = f"the response passed the {settings.max_response_bytes}-byte cap (max_response_bytes)"
+                    kind, status = None, None
                     break
+                kind, status = env_error_kind(exc)
+                # A rejected request (401, 402, 403, 404, 429) did no work; a timeout, a 5xx or
+                # a dropped connection may have been billed: its prompt is counted.
+                tally.failed_attempt(msgs, worked=kind in ("timeout", "server", "transport"))
                 if isinstance(exc, TimeoutError):
                     last_error = f"Timeout: no complete response within the {settings.timeout_s:g} s deadline (timeout_s)"
                 else:
@@ -305,9 +403,9 @@ class LLMClient:
                 break
             finally:
                 transport.release(token)
-            usage = usage_from_response(response)
-            usage_total = usage_total + usage if (usage_total is not None and usage is not None) else None
+            kind, status = None, None
             content = redact(_content(response))
+            tally.answered(usage_from_response(response), msgs, content)
             try:
                 parsed = parse_output(content, output_model)
             except (ValidationError, ValueError) as exc:
@@ -327,16 +425,19 @@ class LLMClient:
                     },
                 ]
                 continue
-            return parsed, self._record(node, settings.model, usage_total, started, attempts)
-        call = self._record(node, settings.model, usage_total, started, attempts, error=last_error)
-        raise LLMCallError(f"{node}: model call failed after {attempts} attempt(s): {last_error}", call)
+            return parsed, self._record(node, settings.model, tally, started, attempts)
+        call = self._record(node, settings.model, tally, started, attempts, error=last_error, kind=kind,
+                            status=status)
+        what = f"{kind} error (HTTP {status})" if kind and status else f"{kind} error" if kind else "failed"
+        raise LLMCallError(f"{node}: model call {what} after {attempts} attempt(s): {last_error}", call)
 
     @staticmethod
-    def _record(node: str, model: str, usage: Usage | None, started: float, attempts: int,
-                error: str | None = None) -> LLMCall:
+    def _record(node: str, model: str, tally: _Tally, started: float, attempts: int,
+                error: str | None = None, kind: EnvErrorKind | None = None, status: int | None = None) -> LLMCall:
         """The call as QueryResult keeps it: the node's configured model, usage over all attempts."""
-        return LLMCall(node=node, model=model, usage=usage, latency_ms=(time.perf_counter() - started) * 1000.0,
-                       attempts=attempts, error=error)
+        return LLMCall(node=node, model=model, usage=tally.usage, token_source=tally.source,
+                       latency_ms=(time.perf_counter() - started) * 1000.0, attempts=attempts, error=error,
+                       error_kind=kind, status_code=status)
 
     @staticmethod
     def _kwargs(settings: ModelSettings, output_model: type[BaseModel], run_id: str | None) -> dict[str, Any]:

@@ -101,13 +101,14 @@ def check_prices(llm_configs: Mapping[str, LLMConfig], nodes: Iterable[str] = NO
 
 def price_calls(calls: Iterable[LLMCall], llm: LLMConfig, *, config: str = "default") -> tuple[float, int]:
     """(USD, calls that could not be priced). Each call is priced by its node's configured model,
-    so a dated snapshot name in a response never changes the price; a call without usage is
-    counted as unknown, never as free."""
+    so a dated snapshot name in a response never changes the price; tokens we counted ourselves
+    (``token_source`` estimated or mixed) are priced like measured ones. A call that went out
+    and has no count at all is unknown, never free; one that never went out cost nothing."""
     total = 0.0
     unknown = 0
     for call in calls:
         if call.usage is None:
-            unknown += 1
+            unknown += 1 if call.attempts > 0 else 0
             continue
         model = llm.for_node(call.node).model
         total += call_cost(call.usage, price_for(model, llm.prices, config=config, node=call.node))

@@ -41,7 +41,7 @@ def test_datasets_job_materialises_snapshots_suites_and_regenerated_rows(demo_pr
         assert mats["chinook_schema_snapshot"]["fingerprint"] == registry.snapshot("chinook").fingerprint()
         assert mats["chinook_schema_snapshot"]["tables"] == 11
     assert mats["chinook_suite"]["digest"] == suite_digest(demo_project / "suites" / "chinook.yaml")
-    assert mats["chinook_suite"]["approved"] == 76  # 47 questions and 29 policy probes
+    assert mats["chinook_suite"]["approved"] == 79  # 47 questions, 29 policy probes, 3 to ask back about
     assert mats["chinook_regenerated_rows"]["failed"] == 0
     assert mats["chinook_regenerated_rows"]["matches_suite_file"] is True
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
@@ -94,7 +94,7 @@ def test_plans_two_passes_give_a_scoreboard_with_pass_k_and_determinism(demo_pro
     assert headline["execution accuracy (95% CI)"] == "100.0% (98.7%–100.0%)"  # 282 runs
     assert headline["pass^2 (cases passed in all 2 passes)"] == "100.0% (97.3%–100.0%)"  # 141 cases
     assert headline["cost per case"] == "$0.0000"
-    assert headline["latency p95"].endswith(" s")
+    assert headline["latency p95 (after warm-up)"].endswith(" s")
     # The warehouse answers the same question in SQL.
     from nl2sql_assets.evaluation.history.warehouse import Warehouse
 
@@ -247,3 +247,33 @@ def test_a_failed_run_stops_the_key_free_pipeline_before_the_runs_that_depend_on
     assert not run.ok and run.stopped_after == "datasets_job"
     assert run.runs == {"datasets_job": False}
     assert len(instance.get_runs()) == 1  # no case runs or scoreboards failing after it
+
+
+def test_a_provider_outage_fails_the_partition_with_the_breakers_message(demo_project: Path, instance,
+                                                                         monkeypatch):
+    import yaml
+
+    from nl2sql_assets.engine.events import EventBus
+    from nl2sql_assets.evaluation.running.flaky_llm import FlakyLLMServer
+    from nl2sql_assets.evaluation.suites import load_suite
+
+    monkeypatch.delenv("CI", raising=False)
+    cases = load_suite(demo_project / "suites" / "chinook.yaml").cases
+    defs = build_defs(demo_project / "nl2sql.yaml")
+    assert _run(defs, "datasets_job", instance).success
+    with FlakyLLMServer(cases, EventBus(), behaviour="quota") as server:
+        (demo_project / "configs").mkdir(exist_ok=True)
+        (demo_project / "configs" / "flaky.yaml").write_text(yaml.safe_dump({
+            "default": {"model": "openai/fake-provider", "api_base": server.base_url, "api_key": "x",
+                        "max_retries": 0},
+            "prices": {"fake-provider": {"input": 1.0, "output": 2.0, "source": "test"}}}))
+        defs = build_defs(demo_project / "nl2sql.yaml")
+        register_configs(instance, ["flaky"])
+        result = _run(defs, "case_runs_job", instance, config_pass_key("flaky", 1))
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = str(failure.event_specific_data.error_display_string)
+    assert "incomplete" in message and "5 quota" in message
+    assert "HTTP 402" in message and "openai/fake-provider" in message
+    assert "sk-live" not in message
+    assert "chinook_case_runs" not in _materialized(result)  # nothing stored as the model's numbers

@@ -65,7 +65,10 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
     assert not [name for name in os.environ if name.upper().endswith("_API_KEY")]
     demo = init_demo(tmp_path / "demo", chinook=chinook_path)
     suite = load_suite(demo.suites_dir / "chinook.yaml")
-    approved = [case for case in suite.cases if case.status == "approved" and case.kind != "probe"]
+    approved = [case for case in suite.cases
+                if case.status == "approved" and case.kind != "probe" and "clarify" not in case.outcome.values()]
+    clarify_runs = sum(list(c.outcome.values()).count("clarify") for c in suite.cases)
+    assert clarify_runs == 9
     assert len(approved) == APPROVED_CASES
     expected = {(case.id, role): outcome for case in approved for role, outcome in case.outcome.items()}
     assert len(expected) == APPROVED_CASES * len(ROLES) == 141
@@ -90,7 +93,7 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
     assert {(r.case_id, r.role): r.expected for r in probe_records} == probes
     assert len(records) == 141
     assert board.summary.total == {"pass": 141 + PROBE_RUNS, "fail": 0, "error": 0, "skip": 0}
-    assert report.skipped == 0
+    assert report.skipped == clarify_runs  # asked back only with clarify on: skipped and counted
     assert all(r.execution_status == "pass" for r in records)
     assert all(r.execution_status is None and r.usage == {} for r in probe_records)  # no model call
     assert report.accuracy == 1.0
@@ -161,3 +164,20 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
     summary = eval_finished[0].payload
     assert (summary["mode"], summary["cases"], summary["accuracy"], summary["spent"], summary["stopped"]) == (
         "plans", 141 + PROBE_RUNS, 1.0, 0.0, None)
+
+
+def test_clarify_cases_pass_in_mode_plans_when_asked_for(tmp_path: Path, chinook_path: Path, keyless: None,
+                                                          gold_servers: list[gold_llm.GoldLLMServer]) -> None:
+    demo = init_demo(tmp_path / "demo", chinook=chinook_path)
+    project = Project.load(demo.config)
+    with project:
+        asked = project.evals.run(mode="plans", cases=["clarify"], clarify=True)
+        left = project.evals.run(mode="plans", cases=["clarify"])
+    board = asked.configs["plans"]
+    assert len(board.results) == 9 and asked.skipped == 0
+    for r in board.results:
+        assert (r.expected, r.status, r.result_status) == ("clarify", "pass", "needs_clarification"), r.case_id
+        assert r.clarification and r.sql is None and r.row_count is None
+        assert set(r.usage) == {"resolver"}  # asked back before any plan was made
+    assert asked.accuracy == 1.0
+    assert left.skipped == 9 and left.configs["plans"].results == []

@@ -60,10 +60,19 @@ GOLD_DIGEST = "4fcc38da5848c9d48fb05ff584effb8035574821a29a24aa6a7ffb1ed6eb36e5"
 # ---------------------------------------------------------------- helpers
 
 
+def _clarify(case: EvalCase) -> bool:
+    return set(case.outcome.values()) == {"clarify"}
+
+
 def load() -> EvalSuite:
-    """The suite's question cases; its policy probes (kind probe, at the end) are checked apart."""
+    """The suite's question cases; its policy probes (kind probe) and the questions to ask back
+    about (outcome clarify), both at the end, are checked apart."""
     suite = load_suite(chinook_suite_path())
-    return suite.model_copy(update={"cases": [c for c in suite.cases if c.kind != "probe"]})
+    return suite.model_copy(update={"cases": [c for c in suite.cases if c.kind != "probe" and not _clarify(c)]})
+
+
+def load_clarify() -> list[EvalCase]:
+    return [c for c in load_suite(chinook_suite_path()).cases if _clarify(c)]
 
 
 def load_probes() -> list[EvalCase]:
@@ -460,7 +469,8 @@ PROBE_TAGS = {
 def test_probes_follow_the_question_cases_and_cover_every_rule_and_attack() -> None:
     whole = load_suite(chinook_suite_path())
     kinds = [c.kind for c in whole.cases]
-    assert kinds == ["answer"] * 47 + ["probe"] * len(load_probes())  # the probes come last
+    # The probes follow the question cases; the questions to ask back about come last.
+    assert kinds == ["answer"] * 47 + ["probe"] * len(load_probes()) + ["answer"] * len(load_clarify())
     probes = load_probes()
     assert [c.id for c in probes] == [f"chinook_probe_{n:02d}" for n in range(1, len(probes) + 1)]
     from nl2sql_assets.policy import RULE_NAMES
@@ -496,3 +506,12 @@ def test_each_probe_gets_its_verdict_and_rule_from_the_policy_check(chinook_path
                                  dangerous_functions=policies.dangerous_for("sqlite"))
             assert decision.allowed == (expected == "allowed"), (case.id, role, decision.rule, decision.detail)
             assert decision.rule == (None if expected == "allowed" else case.rule), (case.id, role, decision.detail)
+
+
+def test_the_clarify_cases_come_last_and_carry_nothing_to_answer() -> None:
+    cases = load_clarify()
+    assert [c.id for c in cases] == [f"chinook_clarify_{n:02d}" for n in range(1, 4)]
+    for case in cases:
+        assert case.outcome == dict.fromkeys(ROLES, "clarify"), case.id
+        assert case.tags == ["clarify"] and case.status == "approved", case.id
+        assert case.sql is None and case.rows is None and case.plan is None, case.id

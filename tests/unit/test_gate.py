@@ -174,8 +174,43 @@ def test_cost_rise_over_twenty_percent_fails() -> None:
     assert up.compared[0].cost_per_case == pytest.approx(0.125)
     free = report(cases(5), cost=0.0)
     paid = gate(report(cases(5), cost=1.0), free, GateSettings())
-    assert not paid.ok and "rose from $0 to $1.000000" in paid.regressions[0]  # any cost over free
+    # A zero baseline (a free model, or a provider that reported nothing) gives no rise to measure.
+    assert paid.ok and paid.regressions == []
+    assert paid.notes == ["config default: cost per case not compared: the baseline's cost is zero "
+                          "(nothing to compare a rise with)"]
     assert gate(report(cases(5), cost=0.0), free, GateSettings()).ok  # free both times
+
+
+def _with_cost(rep: EvalReport, **cost: Any) -> EvalReport:
+    boards = {name: b.model_copy(update={"cost": b.cost.model_copy(update=cost)}) for name, b in rep.configs.items()}
+    return rep.model_copy(update={"configs": boards})
+
+
+def test_cost_is_compared_only_between_like_token_counts() -> None:
+    measured = report(cases(5), cost=0.10)
+    estimated = _with_cost(report(cases(5), cost=0.50), token_source="estimated", estimated_calls=20)
+    result = gate(estimated, measured, GateSettings())
+    assert result.ok and result.regressions == []
+    assert "token counts differ in kind: the baseline's are measured, the run's estimated" in result.notes[0]
+    # Both flagged: compared, and a rise is a rise.
+    base = _with_cost(report(cases(5), cost=0.10), token_source="mixed")
+    assert not gate(estimated, base, GateSettings()).ok
+    # A baseline with unpriced calls is a lower bound: never a regression against it.
+    lower = _with_cost(report(cases(5), cost=0.01), unknown_cost_calls=3)
+    against = gate(report(cases(5), cost=0.10), lower, GateSettings())
+    assert against.ok and "could not be priced" in against.notes[0]
+
+
+def test_an_incomplete_run_or_baseline_is_never_compared() -> None:
+    base = report(cases(5))
+    outage = report({f"c{i:02d}": "error" for i in range(5)})
+    outage = outage.model_copy(update={"incomplete": True, "env_errors": {"quota": 5}})
+    result = gate(outage, base, GateSettings(max_regressions=0))
+    assert not result.ok and result.regressions == [] and result.compared == []
+    assert result.series_break is not None and "the run is incomplete" in result.series_break
+    assert "5 quota" in result.series_break
+    back = gate(base, outage, GateSettings(max_regressions=0))
+    assert back.series_break is not None and "baseline report is incomplete" in back.series_break
 
 
 # ---------------------------------------------------------------- series breaks

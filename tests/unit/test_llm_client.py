@@ -177,8 +177,37 @@ def test_a_500_is_retried_and_then_succeeds(serve: Any) -> None:
     assert parsed.total == 42
     assert call.attempts == 2
     assert len(server.requests) == 2  # litellm's SDK did not retry on its own
-    # A failed attempt reported no tokens, so the call's total is unknown, never undercounted.
-    assert call.usage is None
+    # The answer's tokens are kept; the 500's prompt may have been billed, so it is counted
+    # with the tokenizer on top: the call is flagged as mixed, never undercounted.
+    assert call.usage is not None and call.usage.output_tokens == 300
+    assert call.usage.input_tokens > 1000
+    assert call.token_source == "mixed"
+    assert call.error_kind is None
+
+
+def test_a_429_then_ok_keeps_the_measured_usage(serve: Any) -> None:
+    server = serve(Step(429, {"error": {"message": "slow down", "type": "rate_limit_error"}}), GOOD)
+    parsed, call = ask(client_for(server, max_retries=2))
+    assert parsed.total == 42 and call.attempts == 2
+    # A 429 is refused before any work: the call's tokens are the answer's, as reported.
+    assert call.usage == Usage(input_tokens=1000, cached_tokens=400, output_tokens=300, reasoning_tokens=120)
+    assert call.token_source == "measured"
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"), [(401, "auth"), (403, "auth"), (402, "quota"), (404, "not_found")]
+)
+def test_a_refusing_provider_is_an_environment_error(serve: Any, status: int, kind: str) -> None:
+    server = serve(Step(status, {"error": {"message": "Insufficient Balance sk-abcdefghijklmnopqrstuvwxyz",
+                                           "type": "error"}}))
+    with pytest.raises(LLMCallError) as info:
+        ask(client_for(server, max_retries=3))
+    call = info.value.call
+    assert len(server.requests) == 1  # never retried
+    assert (call.error_kind, call.status_code) == (kind, status)
+    assert call.usage == Usage()  # a refused request is billed nothing, and that is known
+    assert f"{kind} error (HTTP {status})" in str(info.value)
+    assert "sk-abcdefghijklmnopqrstuvwxyz" not in str(info.value)
 
 
 def test_a_400_is_not_retried(serve: Any) -> None:
@@ -189,7 +218,9 @@ def test_a_400_is_not_retried(serve: Any) -> None:
         ask(client_for(server, max_retries=3))
     assert len(server.requests) == 1
     assert info.value.call.attempts == 1
-    assert info.value.call.usage is None
+    assert info.value.call.usage == Usage()
+    # A bad request is about what was asked, not the provider's health.
+    assert (info.value.call.error_kind, info.value.call.status_code) == (None, 400)
     assert "no such model" in str(info.value)
 
 
@@ -200,6 +231,8 @@ def test_retries_are_bounded_by_max_retries(serve: Any) -> None:
     assert len(server.requests) == 2
     assert info.value.call.attempts == 2
     assert info.value.call.error is not None
+    assert (info.value.call.error_kind, info.value.call.status_code) == ("server", 503)
+    assert info.value.call.token_source == "estimated"  # both prompts may have been billed
 
 
 def test_the_timeout_is_enforced(serve: Any) -> None:
@@ -210,6 +243,7 @@ def test_the_timeout_is_enforced(serve: Any) -> None:
     elapsed = time.perf_counter() - started
     assert elapsed < 2.5
     assert "Timeout" in (info.value.call.error or "")
+    assert info.value.call.error_kind == "timeout"
 
 
 def test_unparsable_output_is_retried_once_with_the_error(serve: Any) -> None:
@@ -233,10 +267,14 @@ def test_unparsable_output_without_retries_fails(serve: Any) -> None:
     assert info.value.call.usage is not None and info.value.call.usage.input_tokens == 1000
 
 
-def test_a_response_without_usage_has_unknown_usage(serve: Any) -> None:
+def test_a_response_without_usage_is_counted_with_the_tokenizer(serve: Any) -> None:
     server = serve(Step(200, completion('{"total": 1, "label": "x"}', None)))
     _, call = ask(client_for(server, max_retries=0))
-    assert call.usage is None
+    assert call.token_source == "estimated"
+    assert call.usage is not None
+    # The prompt (question and JSON schema) is tens of tokens, the answer a handful.
+    assert 20 < call.usage.input_tokens < 400
+    assert 3 <= call.usage.output_tokens < 30
 
 
 @pytest.mark.parametrize(

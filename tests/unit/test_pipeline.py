@@ -19,6 +19,7 @@ from nl2sql_assets.engine.pipeline import Engine, RuntimeOptions
 from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.engine.result import (
     LLM_ERROR,
+    PROVIDER_ERROR,
     QUESTION_NOT_ANSWERABLE,
     SECURITY_VIOLATION,
     VALIDATION_ERROR,
@@ -231,6 +232,21 @@ def test_a_repaired_plan_runs(bus: EventBus, make_config: Callable[..., ProjectC
     assert result.retries == 1
     assert result.plans == [BROKEN_PLAN, as_data(GENRES_PLAN)]
     assert result.plan == as_data(GENRES_PLAN)
+    # Why the first plan failed is kept beside it; the second stood.
+    [why] = result.plan_errors
+    assert why.startswith(VALIDATION_ERROR) and "Nmae" in why
+    assert result.answer is not None and result.answer.content
+
+    # The case record keeps every plan tried with its error, and the full answer.
+    from nl2sql_assets.evaluation.running.modes import get_mode
+    from nl2sql_assets.evaluation.running.runner import build_case_record
+    from nl2sql_assets.evaluation.running.selection import RoleRun
+
+    record = build_case_record(rr=RoleRun("s", BROKEN, "admin"), config_name="c", mode=get_mode("plans"),
+                               pass_index=1, result=result, scores={}, latency_s=0.1, models={}, cost_usd=0.0,
+                               unknown_cost_calls=0)
+    assert [(t.plan, t.error) for t in record.plans_tried] == [(BROKEN_PLAN, why), (as_data(GENRES_PLAN), None)]
+    assert record.answer == result.answer.summary and record.answer_content == result.answer.content
 
 
 def test_the_retry_budget_bounds_repairs(bus: EventBus, make_config: Callable[..., ProjectConfig]) -> None:
@@ -282,7 +298,7 @@ def test_an_execution_error_is_refined_and_re_executed(gold: GoldLLMServer, bus:
     assert [c.node for c in result.calls] == ["resolver", "decomposer", "planner", "refiner", "synthesizer"]
 
 
-def test_an_llm_failure_is_an_llm_error(bus: EventBus, make_config: Callable[..., ProjectConfig]) -> None:
+def test_an_unreachable_provider_is_a_provider_error(bus: EventBus, make_config: Callable[..., ProjectConfig]) -> None:
     # Nothing listens on this port: the connection is refused, and no retry is configured.
     dead = LLMConfig(
         default=ModelSettings(
@@ -295,9 +311,13 @@ def test_an_llm_failure_is_an_llm_error(bus: EventBus, make_config: Callable[...
     )
     result = Engine(make_config(), bus=bus, llm=dead).ask(GENRES.question, "admin")
     assert result.status == "error"
-    assert result.error_code == LLM_ERROR
+    # The way to the provider failed, not the model: an environment error, never LLM_ERROR.
+    assert result.error_code == PROVIDER_ERROR != LLM_ERROR
     assert len(result.calls) == 1 and result.calls[0].node == "resolver"
-    assert result.calls[0].usage is None and result.calls[0].error
+    call = result.calls[0]
+    assert call.error and call.error_kind == "transport"
+    # A dropped request may have been billed: its prompt is counted, flagged as estimated.
+    assert call.token_source == "estimated" and call.usage is not None and call.usage.output_tokens == 0
 
 
 def test_events_frame_each_run(engine: Engine, bus: EventBus) -> None:

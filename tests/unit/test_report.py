@@ -145,6 +145,31 @@ def test_pass_k_over_three_passes_drops_the_flaky_case() -> None:
     assert (acc.pass_k.overall.passed, acc.pass_k.overall.total) == (1, 3)  # only A
     assert acc.pass_k.overall.rate == pytest.approx(1 / 3)
     assert acc.pass_k.execution.passed == 1
+    assert acc.pass_k.execution_lenient is not None and acc.pass_k.execution_lenient.passed == 1
+
+
+def test_environment_errors_are_counted_apart_from_accuracy() -> None:
+    records = [rec("c1", "pass", cost_usd=0.01), rec("c2", "fail", cost_usd=0.02),
+               rec("c3", "error", execution="error", env_error="quota", error_code="PROVIDER_ERROR", cost_usd=0.0),
+               rec("c4", "error", execution="error", env_error="rate_limit", error_code="PROVIDER_ERROR",
+                   cost_usd=0.005)]
+    board = build_report(records, meta()).configs["default"]
+    assert (board.accuracy.execution.passed, board.accuracy.execution.total) == (1, 2)
+    assert (board.accuracy.overall.passed, board.accuracy.overall.total) == (1, 2)
+    assert board.env_errors == {"quota": 1, "rate_limit": 1}
+    assert board.cost.total_usd == pytest.approx(0.035)  # what the outage's calls cost is still spent
+
+
+def test_latency_leaves_warm_up_runs_apart() -> None:
+    records = [rec("c1", latency_s=6.9, warmup=True, timings={"resolver": 6.5}),
+               *(rec(f"c{i}", latency_s=0.2 + i / 100, timings={"resolver": 0.05}, oracle_latency_s=0.001 * i)
+                 for i in range(2, 12))]
+    lat = build_report(records, meta()).configs["default"].latency
+    assert lat.p50 == pytest.approx(0.265) and lat.max == pytest.approx(0.31)
+    assert (lat.warmup_runs, lat.warmup_max) == (1, 6.9)
+    assert lat.by_node["resolver"].max == pytest.approx(0.05)
+    assert lat.oracle_p50 == pytest.approx(0.0065)
+    assert "1 warm-up run(s) apart, the longest 6.90 s" in to_markdown(build_report(records, meta()).configs["default"])
 
 
 def test_determinism_over_passes() -> None:
@@ -244,6 +269,12 @@ def test_json_round_trip_and_save_load(tmp_path) -> None:
     path = report.save(tmp_path / "out" / "eval_full.json")
     assert load_report(path) == report
     assert EvalReport.load(path).database.datasource_id == "chinook"
+    # The derived figures are JSON fields too, for readers that do not run our code.
+    import json
+
+    data = json.loads(path.read_text())
+    assert data["database"]["datasource_id"] == "chinook"
+    assert data["accuracy"] == report.accuracy and data["accuracy_generated"] == report.accuracy_generated
     assert [p.name for p in path.parent.iterdir()] == ["eval_full.json"]  # no temp file left
 
 

@@ -324,10 +324,46 @@ def test_clarify_runs_are_skipped_and_counted_unless_asked_for(project: ProjectC
     assert skipped.skipped == 1 and len(skipped.first_board.results) == 2
     asked = run_eval(project, mode="plans", cases=["small_005"], clarify=True)
     assert (asked.skipped, asked.clarify) == (0, True)
-    viewer = _by_key(asked.first_board.results)[("small_005", "viewer")]
+    by_key = _by_key(asked.first_board.results)
+    viewer = by_key[("small_005", "viewer")]
     assert viewer.expected == "clarify"
-    assert viewer.status == "fail"  # the engine answers instead of asking to narrow the question
-    assert viewer.reason.startswith("outcome: expected needs_clarification")
+    # The resolver asked back (the gold server serves it for the clarify role): nothing ran.
+    assert viewer.status == "pass", viewer.reason
+    assert viewer.result_status == "needs_clarification" and viewer.sql is None and viewer.row_count is None
+    assert viewer.clarification and viewer.clarification.endswith("?")
+    assert by_key[("small_005", "admin")].status == "pass"  # the other roles are answered
+    assert by_key[("small_005", "admin")].clarification is None
+
+
+def test_curated_paraphrases_are_found_by_the_curated_node_and_still_policy_checked(
+        project: ProjectConfig, cases: list[EvalCase]) -> None:
+    artists, employees = cases[0], cases[1]
+    project.curated = [
+        CuratedAnswer(question="What is the number of artists?", sql=artists.sql or "", datasource="chinook"),
+        CuratedAnswer(question="Count the staff members.", sql=employees.sql or "", datasource="chinook"),
+    ]
+    report = run_eval(project, mode="plans", cases=["small_001", "small_002", "small_003"], curated=True)
+    by_key = _by_key(report.first_board.results)
+    assert [(k, r.reason) for k, r in by_key.items() if r.status != "pass"] == []
+    for role in ("admin", "analyst", "viewer"):  # a paraphrase: the model call found it
+        record = by_key[("small_001", role)]
+        assert (record.source, record.curated_match) == ("verified", "paraphrase")
+        assert "curated" in record.usage and "planner" not in record.usage
+    assert (by_key[("small_002", "admin")].source, by_key[("small_002", "admin")].curated_match) == (
+        "verified", "paraphrase")
+    for role in ("analyst", "viewer"):  # the verified SQL reads what they may not: never run for them
+        record = by_key[("small_002", role)]
+        assert record.source == "generated" and record.curated_match is None
+        assert record.error_code == "SECURITY_VIOLATION"
+    other = by_key[("small_003", "admin")]  # no verified question asks it: the generated path
+    assert other.source == "generated" and "curated" in other.usage and "planner" in other.usage
+    hits = report.first_board.curated
+    assert hits is not None and (hits.paraphrase, hits.exact) == (4, 0)
+    assert hits.hit_rate == pytest.approx(4 / hits.runs)
+    # Curated answers stay off in mode plans unless asked for.
+    plain = run_eval(project, mode="plans", cases=["small_001"])
+    assert plain.first_board.curated is None
+    assert {r.source for r in plain.first_board.results} == {"generated"}
 
 
 def test_two_passes_and_exact_pass_numbers(project: ProjectConfig) -> None:
@@ -562,18 +598,27 @@ def test_a_verified_answer_runs_again_on_the_generated_path(project: ProjectConf
     assert off.curated is False
 
 
-def test_calls_without_usage_are_counted_not_priced(project: ProjectConfig, caplog: pytest.LogCaptureFixture,
-                                                    cases: list[EvalCase]) -> None:
+def test_calls_without_usage_are_estimated_priced_and_flagged(project: ProjectConfig,
+                                                              caplog: pytest.LogCaptureFixture,
+                                                              cases: list[EvalCase]) -> None:
     bus = EventBus()
     with GoldLLMServer(cases, bus, usage={"prompt_tokens": 0, "completion_tokens": 0}) as server:
         config = server.llm_config().model_copy(update={"prices": {"gold-plans": PRICE}})
         with caplog.at_level(logging.WARNING, logger="nl2sql_assets.evaluation.running.runner"):
             report = run_eval(project, mode="full", llm=config, bus=bus, max_cost_usd=1, cases=["small_001"])
     board = report.first_board
-    assert report.spent == 0.0
-    assert board.cost.unknown_cost_calls == 12
-    assert all(r.cost_usd is None and r.unknown_cost_calls == 4 for r in board.results)
-    assert len([m for m in caplog.messages if "cannot be priced" in m]) == 1
+    # Every call was counted with the tokenizer and priced: nothing is free, nothing is null.
+    assert report.spent > 0
+    assert board.cost.total_usd == pytest.approx(report.spent)
+    assert board.cost.unknown_cost_calls == 0
+    assert board.cost.estimated_calls == 12 and board.cost.token_source == "estimated"
+    assert report.configs["default"].cost.token_source == "estimated"
+    for record in board.results:
+        assert record.cost_usd is not None and record.cost_usd > 0
+        assert record.token_source == "estimated" and record.estimated_calls == 4
+    # One warning, at the end, with the exact count.
+    [warning] = [m for m in caplog.messages if "counted with the model's tokenizer" in m]
+    assert "12 model call(s)" in warning
 
 
 def test_mode_full_rejects_bad_llm_arguments(project: ProjectConfig) -> None:

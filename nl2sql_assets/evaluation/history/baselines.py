@@ -47,7 +47,7 @@ def _baseline(item: EvalReport | BenchmarkRecord) -> Baseline:
     mode, digests, fingerprints, _, _ = series_key(item)
     return Baseline(label=f"record {item.config.name} ({item.recorded_at:%Y-%m-%d})", mode=mode, digests=digests,
                     fingerprints=fingerprints, roles=tuple(sorted(item.roles)), curated=item.curated,
-                    boards={item.config.name: item.scoreboard})
+                    boards={item.config.name: item.scoreboard}, incomplete=item.incomplete)
 
 
 # ---------------------------------------------------------------- finding the baseline

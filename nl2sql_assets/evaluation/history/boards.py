@@ -8,6 +8,7 @@ from nl2sql_assets.evaluation.history.warehouse import Warehouse
 from nl2sql_assets.evaluation.reporting.report import EvalReport, build_report
 from nl2sql_assets.evaluation.running.modes import MODES
 from nl2sql_assets.evaluation.running.results import CaseRecord, ConfigMeta, RunMeta, RunStamp
+from nl2sql_assets.llm.calls import combine_sources
 
 
 def merge_metas(metas: list[RunMeta], config_name: str) -> RunMeta:
@@ -18,6 +19,12 @@ def merge_metas(metas: list[RunMeta], config_name: str) -> RunMeta:
     planned = sum(sum(c.planned_cases for c in m.configs.values()) for m in metas)
     completed = sum(sum(c.completed_cases for c in m.configs.values()) for m in metas)
     unknown = sum(sum(c.unknown_cost_calls for c in m.configs.values()) for m in metas)
+    estimated = sum(sum(c.estimated_calls for c in m.configs.values()) for m in metas)
+    source = combine_sources(c.token_source for m in metas for c in m.configs.values())
+    env_errors: dict[str, int] = {}
+    for meta in metas:
+        for kind, n in meta.env_errors.items():
+            env_errors[kind] = env_errors.get(kind, 0) + n
     models = next(iter(first.configs.values())).models if first.configs else {}
     stamp = RunStamp.model_validate({
         **first.run_stamp.model_dump(),
@@ -28,9 +35,13 @@ def merge_metas(metas: list[RunMeta], config_name: str) -> RunMeta:
         "passes": len(metas),
         "spent": sum(m.spent for m in metas),
         "stopped": next((m.stopped for m in metas if m.stopped), None),
+        "incomplete": any(m.incomplete for m in metas),
+        "env_errors": dict(sorted(env_errors.items())),
+        "breaker": next((m.breaker for m in metas if m.breaker), None),
         "skipped": sum(m.skipped for m in metas),
         "configs": {config_name: ConfigMeta(models=models, planned_cases=planned, completed_cases=completed,
-                                            unknown_cost_calls=unknown)},
+                                            unknown_cost_calls=unknown, estimated_calls=estimated,
+                                            token_source=source, env_errors=dict(sorted(env_errors.items())))},
         "run_stamp": stamp,
     })
 

@@ -86,14 +86,24 @@ def _reports(reports: Sequence[Path | str | EvalReport], from_dirs: Iterable[Pat
 
 
 def publish(reports: Sequence[Path | str | EvalReport] = (), *, note: str | None = None,
-            from_dirs: Iterable[Path | str] = (), root: Path | str) -> PublishResult:
+            from_dirs: Iterable[Path | str] = (), root: Path | str, allow_incomplete: bool = False) -> PublishResult:
     """Record every config of each report (and of each report JSON in ``from_dirs``) under
     ``root/benchmarks/``, then rewrite ``docs/benchmarks.md`` and the README's results block
     from every record there. A folder without a README (a demo project) gets no README.
-    A run recorded already (the same ``run_digest``) is refused before anything is written."""
+    A run recorded already (the same ``run_digest``) is refused before anything is written, and
+    so is an incomplete run (the provider failed some case runs) unless ``allow_incomplete``."""
     root = Path(root)
     result = PublishResult()
-    new = [record for report in _reports(reports, from_dirs) for record in records_from_report(report, note)]
+    loaded = _reports(reports, from_dirs)
+    if not allow_incomplete:
+        for report in loaded:
+            if report.incomplete:
+                kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(report.env_errors.items()))
+                raise PublishError(
+                    f"the mode {report.mode} run started {report.run_stamp.started_at:%Y-%m-%d %H:%M} UTC is "
+                    f"incomplete (environment errors: {kinds}); not recorded unless asked "
+                    "(allow_incomplete / --allow-incomplete); nothing was written")
+    new = [record for report in loaded for record in records_from_report(report, note)]
     _refuse_duplicates(new, root)
     for record in new:
         result.records.append(write_record(record, root))

@@ -32,7 +32,7 @@ from nl2sql_assets.evaluation.reporting.report import (
 from nl2sql_assets.evaluation.running.modes import ModeName, get_mode
 from nl2sql_assets.evaluation.running.results import CaseRecord, DatabaseRef
 from nl2sql_assets.evaluation.running.scorers import scorer_class
-from nl2sql_assets.llm.calls import Usage
+from nl2sql_assets.llm.calls import TokenSource, Usage
 from nl2sql_assets.redact import redact
 
 RECORD_SCHEMA = 2
@@ -58,6 +58,8 @@ class Dollars(StrictModel):
     total_usd: float
     per_case_usd: float
     unknown_cost_calls: int = 0
+    estimated_calls: int = 0
+    token_source: TokenSource | None = None
 
 
 class Metrics(StrictModel):
@@ -110,6 +112,7 @@ class BenchmarkRecord(StrictModel):
     passes: int = 1
     curated: bool = False
     clarify: bool = False
+    incomplete: bool = False  # recorded on purpose although the provider failed some case runs
     settings: dict[str, Any] = Field(default_factory=dict)
     metrics: Metrics
     scoreboard: Board
@@ -197,6 +200,7 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
         passes=report.passes,
         curated=report.curated,
         clarify=report.clarify,
+        incomplete=report.incomplete,
         settings=dict(report.settings),
         metrics=Metrics(
             execution=acc.execution,
@@ -206,7 +210,8 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
             pass_k=acc.pass_k,
             answerability=board.answerability,
             dollars=Dollars(total_usd=board.cost.total_usd, per_case_usd=board.cost.per_case_usd,
-                            unknown_cost_calls=board.cost.unknown_cost_calls),
+                            unknown_cost_calls=board.cost.unknown_cost_calls,
+                            estimated_calls=board.cost.estimated_calls, token_source=board.cost.token_source),
             tokens=tokens,
             latency=board.latency,
             determinism=board.determinism,
@@ -224,9 +229,11 @@ def provider_model(model: str) -> str:
     return f"{provider}:{name}" if sep else model
 
 
-# Per-case fields a record leaves out: the plan is in the suite, the models are on the board,
-# and what the retriever sent is summarised by the retrieval_recall score (and the board).
-_HEAVY_FIELDS = {"plan": None, "models": {}, "retrieval": None, "timings": {}}
+# Per-case fields a record leaves out: the plan is in the suite (the plans tried and the full
+# answer are in the run's report), the models are on the board, and what the retriever sent is
+# summarised by the retrieval_recall score (and the board).
+_HEAVY_FIELDS = {"plan": None, "plans_tried": [], "answer_content": None, "models": {}, "retrieval": None,
+                 "timings": {}}
 
 
 def compact_board(board: Board) -> Board:

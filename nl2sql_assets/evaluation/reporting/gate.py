@@ -39,6 +39,8 @@ class GateResult(StrictModel):
     regressions: list[str] = Field(default_factory=list)
     series_break: str | None = None
     compared: list[ConfigComparison] = Field(default_factory=list)
+    #: what the gate did not compare and why (cost per case across unlike token counts)
+    notes: list[str] = Field(default_factory=list)
 
 
 @dataclass
@@ -54,18 +56,30 @@ class Baseline:
     roles: tuple[str, ...]
     curated: bool
     boards: dict[str, Board] = field(default_factory=dict)
+    incomplete: bool = False  # some case runs failed for the environment (an outage)
 
     @classmethod
     def of_report(cls, report: EvalReport, label: str = "report") -> Baseline:
         return cls(label=label, mode=report.mode, digests=tuple(sorted(s.digest for s in report.suites)),
                    fingerprints=tuple(sorted(d.schema_fingerprint for d in report.databases)),
-                   roles=tuple(sorted(report.roles)), curated=report.curated, boards=dict(report.configs))
+                   roles=tuple(sorted(report.roles)), curated=report.curated, boards=dict(report.configs),
+                   incomplete=report.incomplete)
 
 
 # ---------------------------------------------------------------- comparing
 
 
+def _incomplete(side: Baseline, env_errors: dict[str, int] | None = None) -> str | None:
+    if not side.incomplete:
+        return None
+    kinds = f" ({', '.join(f'{n} {k}' for k, n in sorted(env_errors.items()))})" if env_errors else ""
+    return (f"{'the run' if side.label == 'run' else f'baseline {side.label}'} is incomplete: some case runs "
+            f"failed for the environment{kinds}, not the model; an outage is never read as a regression")
+
+
 def _series_break(run: Baseline, base: Baseline) -> str | None:
+    if (reason := _incomplete(base)) is not None:
+        return reason
     if run.mode != base.mode:
         return f"another mode: baseline {base.label} is mode {base.mode}, the run is mode {run.mode}"
     if run.digests != base.digests:
@@ -133,6 +147,25 @@ def _compare(config: str, measure: Measure, run: Board, base: Board) -> ConfigCo
     )
 
 
+def _measured(board: Board) -> bool:
+    return board.cost.token_source in (None, "measured")
+
+
+def cost_not_comparable(base: Board, run: Board) -> str | None:
+    """Why the two boards' cost per case cannot be compared (None: it can). Both must count
+    tokens alike (both as the provider reported them, or both flagged as estimated), and the
+    baseline must have a known, non-zero cost: a rise over nothing or over a lower bound is not one."""
+    if base.cost.unknown_cost_calls or run.cost.unknown_cost_calls:
+        side = "the baseline" if base.cost.unknown_cost_calls else "the run"
+        return f"{side} has calls that could not be priced (its cost is a lower bound)"
+    if base.cost.per_case_usd <= 0:
+        return "the baseline's cost is zero (nothing to compare a rise with)"
+    if _measured(base) != _measured(run):
+        return (f"token counts differ in kind: the baseline's are {base.cost.token_source or 'measured'}, "
+                f"the run's {run.cost.token_source or 'measured'}")
+    return None
+
+
 def _listed(keys: list[str], limit: int = 20) -> str:
     shown = ", ".join(keys[:limit])
     return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
@@ -146,6 +179,8 @@ def compare(report: EvalReport, baselines: Sequence[Baseline | EvalReport],
     settings = settings or GateSettings()
     run = Baseline.of_report(report, "run")
     bases = [b if isinstance(b, Baseline) else Baseline.of_report(b) for b in baselines]
+    if (reason := _incomplete(run, report.env_errors)) is not None:
+        return GateResult(ok=False, series_break=reason)
     for base in bases:
         reason = _series_break(run, base)
         if reason is not None:
@@ -163,6 +198,7 @@ def compare(report: EvalReport, baselines: Sequence[Baseline | EvalReport],
     rules = get_mode(report.mode).gate_rules(settings, report.curated)
     compared: list[ConfigComparison] = []
     regressions: list[str] = []
+    notes: list[str] = []
     for name in common:
         run_board, base_board = report.configs[name], base_boards[name]
         for measure in rules.measures:
@@ -178,12 +214,13 @@ def compare(report: EvalReport, baselines: Sequence[Baseline | EvalReport],
                 regressions.append(
                     f"{where}: a significant drop: {len(lost)} lost, {len(gained)} gained, "
                     f"McNemar p = {comparison.p_value:.4f} < {rules.alpha}")
+        why_not = cost_not_comparable(base_board, run_board)
+        if why_not is not None:
+            notes.append(f"config {name}: cost per case not compared: {why_not}")
+            continue
         base_cost, cost = base_board.cost.per_case_usd, run_board.cost.per_case_usd
-        if base_cost > 0 and (cost - base_cost) / base_cost > settings.max_cost_increase + 1e-12:
+        if (cost - base_cost) / base_cost > settings.max_cost_increase + 1e-12:
             regressions.append(
                 f"config {name}: cost per case rose from ${base_cost:.6f} to ${cost:.6f} "
                 f"(+{(cost - base_cost) / base_cost:.1%}, more than +{settings.max_cost_increase:.0%})")
-        elif base_cost == 0 and cost > 0:
-            # Any cost over a free baseline is an unbounded relative rise.
-            regressions.append(f"config {name}: cost per case rose from $0 to ${cost:.6f}")
-    return GateResult(ok=not regressions, regressions=regressions, compared=compared)
+    return GateResult(ok=not regressions, regressions=regressions, compared=compared, notes=notes)

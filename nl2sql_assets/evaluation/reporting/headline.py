@@ -48,9 +48,12 @@ def headline(board: Board, mode: str) -> list[Measure]:
     if board.completed_cases or board.results:
         cost = board.cost
         lower_bound = f" or more ({cost.unknown_cost_calls} calls not priced)" if cost.unknown_cost_calls else ""
+        flagged = (f" ({cost.token_source}: {cost.estimated_calls} calls counted with the tokenizer)"
+                   if cost.token_source in ("estimated", "mixed") else "")
         out.append(Measure("cost_per_case_usd", "cost per case", cost.per_case_usd,
-                           dollars(cost.per_case_usd) + lower_bound))
-        out.append(Measure("latency_p95_s", "latency p95", board.latency.p95, f"{board.latency.p95:.2f} s"))
+                           dollars(cost.per_case_usd) + lower_bound + flagged))
+        out.append(Measure("latency_p95_s", "latency p95 (after warm-up)", board.latency.p95,
+                           f"{board.latency.p95:.2f} s"))
     if board.candidate_uplift is not None:
         u = board.candidate_uplift
         out.append(Measure("candidate_uplift", "candidate uplift (selected minus first)", u.uplift,

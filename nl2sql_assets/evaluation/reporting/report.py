@@ -8,12 +8,13 @@ the benchmark records can always go back to the case level instead of trusting a
 from __future__ import annotations
 
 import json
+import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, computed_field, model_validator
 
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.config import StrictModel
@@ -44,11 +45,12 @@ from nl2sql_assets.evaluation.running.modes import get_mode
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,
     ConfigMeta,
+    DatabaseRef,
     RunFacts,
     RunMeta,
 )
 from nl2sql_assets.evaluation.running.scorers import scorer_class
-from nl2sql_assets.llm.calls import Usage
+from nl2sql_assets.llm.calls import TokenSource, Usage, combine_sources
 from nl2sql_assets.redact import redact
 
 VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "skip")
@@ -64,6 +66,7 @@ class PassK(StrictModel):
     overall: Rate
     lenient: Rate
     execution: Rate
+    execution_lenient: Rate | None = None  # None on boards made before it was kept
 
 
 class Accuracy(StrictModel):
@@ -104,15 +107,42 @@ class Answerability(StrictModel):
 
 
 class Cost(StrictModel):
-    total_usd: float = 0.0  # a lower bound when unknown_cost_calls > 0
+    total_usd: float = 0.0  # equals the run's spent; a lower bound when unknown_cost_calls > 0
     per_case_usd: float = 0.0
     unknown_cost_calls: int = 0
+    estimated_calls: int = 0  # calls counted with the model's tokenizer (the provider reported no usage)
+    #: measured: every token as the provider reported it; estimated / mixed: some or all counted by us
+    token_source: TokenSource | None = None
+
+
+class NodeLatency(StrictModel):
+    p50: float = 0.0
+    p95: float = 0.0
+    max: float = 0.0
 
 
 class Latency(StrictModel):
+    """Seconds per question run after warm-up: the runs that carried the one-time costs (see
+    ``CaseRecord.warmup``) are counted apart, with the longest of them."""
+
     mean: float = 0.0
     p50: float = 0.0
     p95: float = 0.0
+    max: float = 0.0
+    warmup_runs: int = 0
+    warmup_max: float = 0.0
+    by_node: dict[str, NodeLatency] = Field(default_factory=dict)  # seconds per node, after warm-up
+    oracle_p50: float | None = None  # the gold SQL alone (median of 3 per case), over the cases timed
+
+
+class CuratedHits(StrictModel):
+    """Verified answers found, over the question runs made with curated answers on: by the same
+    text, or by the curated node judging a paraphrase."""
+
+    runs: int = 0
+    exact: int = 0
+    paraphrase: int = 0
+    hit_rate: float = 0.0
 
 
 class Retries(StrictModel):
@@ -141,7 +171,10 @@ class Board(StrictModel):
     cost: Cost = Field(default_factory=Cost)
     latency: Latency = Field(default_factory=Latency)
     retries: Retries = Field(default_factory=Retries)
+    curated: CuratedHits | None = None  # None: curated answers were off
     errors_by_code: dict[str, int] = Field(default_factory=dict)
+    #: case runs the provider failed (an outage), by kind; left out of every accuracy
+    env_errors: dict[str, int] = Field(default_factory=dict)
     determinism: Determinism | None = None
     models: dict[str, str] = Field(default_factory=dict)
     planned_cases: int = 0
@@ -234,16 +267,32 @@ class EvalReport(RunFacts):
     configs: dict[str, Board] = Field(default_factory=dict)
     comparison: Comparison | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_derived(cls, data: Any) -> Any:
+        """The derived fields a saved report carries are recomputed on load."""
+        if isinstance(data, dict) and ("accuracy" in data or "accuracy_generated" in data):
+            data = {k: v for k, v in data.items() if k not in ("accuracy", "accuracy_generated")}
+        return data
+
     @property
     def first_board(self) -> Board | None:
         return next(iter(self.configs.values()), None)
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def database(self) -> DatabaseRef | None:
+        """The first datasource the run's cases name (``databases`` lists them all)."""
+        return self.databases[0] if self.databases else None
+
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def accuracy(self) -> float:
         """What users see, on the first config's board."""
         board = self.first_board
         return board.accuracy.overall.rate if board else 0.0
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def accuracy_generated(self) -> float:
         """The generated path on the first config's board: the model's own skill."""
@@ -364,6 +413,7 @@ def _accuracy(scored: Sequence[CaseRecord], passes: int) -> Accuracy:
             overall=_pass_k_rate(scored, _overall, k),
             lenient=_pass_k_rate(scored, lenient_status, k),
             execution=_pass_k_rate(scored, _execution, k),
+            execution_lenient=_pass_k_rate(scored, execution_lenient_status, k),
         ),
         by_tag=_by(scored, lambda r: r.tags, _overall),
         by_difficulty=_by(scored, lambda r: [r.difficulty] if r.difficulty else [], _overall),
@@ -468,21 +518,49 @@ def _determinism(scored: Sequence[CaseRecord], passes: int) -> Determinism | Non
     )
 
 
-def _latency(values: Sequence[float]) -> Latency:
-    if not values:
-        return Latency()
+def _percentiles(values: Sequence[float]) -> tuple[float, float, float, float]:
+    """(mean, p50, p95, max)."""
     summary = stats.latency_summary(list(values))
     get = summary.get if isinstance(summary, dict) else lambda name: getattr(summary, name)
-    return Latency(mean=float(get("mean")), p50=float(get("p50")), p95=float(get("p95")))
+    return float(get("mean")), float(get("p50")), float(get("p95")), float(max(values))
+
+
+def _latency(queries: Sequence[CaseRecord]) -> Latency:
+    if not queries:
+        return Latency()
+    cold = [r for r in queries if r.warmup]
+    warm = [r for r in queries if not r.warmup] or cold  # nothing but warm-up: show it, flagged
+    mean, p50, p95, top = _percentiles([r.latency_s for r in warm])
+    nodes: dict[str, list[float]] = defaultdict(list)
+    for record in warm:
+        for node, seconds in record.timings.items():
+            nodes[node].append(seconds)
+    by_node = {}
+    for node, values in sorted(nodes.items()):
+        _, n50, n95, nmax = _percentiles(values)
+        by_node[node] = NodeLatency(p50=n50, p95=n95, max=nmax)
+    oracle = sorted({(r.case_id, r.oracle_latency_s) for r in queries if r.oracle_latency_s is not None})
+    return Latency(mean=mean, p50=p50, p95=p95, max=top, warmup_runs=len(cold),
+                   warmup_max=max((r.latency_s for r in cold), default=0.0), by_node=by_node,
+                   oracle_p50=statistics.median(t for _, t in oracle) if oracle else None)
+
+
+def _curated_hits(queries: Sequence[CaseRecord]) -> CuratedHits:
+    exact = sum(1 for r in queries if r.curated_match == "exact")
+    paraphrase = sum(1 for r in queries if r.curated_match == "paraphrase")
+    return CuratedHits(runs=len(queries), exact=exact, paraphrase=paraphrase,
+                       hit_rate=(exact + paraphrase) / len(queries) if queries else 0.0)
 
 
 def build_board(config: str, records: Sequence[CaseRecord], meta: RunMeta,
                 scorer_classes: Mapping[str, type] | None = None) -> Board:
     """One config's board. Skipped runs appear in the summary only; latency and cost per case are
-    over the runs that ask a question (a policy probe asks none)."""
-    scored = [r for r in records if r.status != "skip"]
+    over the runs that ask a question (a policy probe asks none). A run the provider failed (an
+    environment error) is counted apart and left out of every rate: it says nothing of the model."""
+    outages = [r for r in records if r.env_error is not None]
+    scored = [r for r in records if r.status != "skip" and r.env_error is None]
     queries = [r for r in scored if is_query(r)]
-    spending = _with_reruns(scored)
+    spending = _with_reruns([*scored, *outages])
     tokens: dict[str, Usage] = {}
     for record in spending:
         for node, usage in record.usage.items():
@@ -490,6 +568,12 @@ def build_board(config: str, records: Sequence[CaseRecord], meta: RunMeta,
     total_usd = sum(r.cost_usd for r in spending if r.cost_usd is not None)
     config_meta = meta.configs.get(config, ConfigMeta())
     unknown = max(config_meta.unknown_cost_calls, sum(r.unknown_cost_calls for r in spending))
+    estimated = max(config_meta.estimated_calls, sum(r.estimated_calls for r in spending))
+    source = config_meta.token_source or combine_sources(r.token_source for r in spending)
+    env_errors: dict[str, int] = defaultdict(int)
+    for record in outages:
+        assert record.env_error is not None
+        env_errors[record.env_error] += 1
     errors: dict[str, int] = defaultdict(int)
     for record in scored:
         if record.error_code:
@@ -507,11 +591,13 @@ def build_board(config: str, records: Sequence[CaseRecord], meta: RunMeta,
         answerability=_answerability(scored, meta.mode),
         tokens_by_node=dict(sorted(tokens.items())),
         cost=Cost(total_usd=total_usd, per_case_usd=total_usd / len(queries) if queries else 0.0,
-                  unknown_cost_calls=unknown),
-        latency=_latency([r.latency_s for r in queries]),
+                  unknown_cost_calls=unknown, estimated_calls=estimated, token_source=source),
+        latency=_latency(queries),
+        curated=_curated_hits(queries) if meta.curated else None,
         retries=Retries(total=sum(r.retries for r in scored),
                         cases_with_retries=sum(1 for r in scored if r.retries > 0)),
         errors_by_code=dict(sorted(errors.items())),
+        env_errors=dict(sorted(env_errors.items())),
         determinism=_determinism(scored, meta.passes),
         models=dict(sorted(models.items())),
         planned_cases=config_meta.planned_cases or len(records),
@@ -584,6 +670,16 @@ def comparison_markdown(report: EvalReport) -> str:
             "|---|---|---|---|---|---|\n" + "\n".join(rows))
 
 
+def _latency_line(lat: Latency) -> str:
+    line = (f"Latency after warm-up: mean {lat.mean:.2f} s, p50 {lat.p50:.2f} s, p95 {lat.p95:.2f} s, "
+            f"max {lat.max:.2f} s")
+    if lat.warmup_runs:
+        line += f" ({lat.warmup_runs} warm-up run(s) apart, the longest {lat.warmup_max:.2f} s)"
+    if lat.oracle_p50 is not None:
+        line += f"; the gold SQL alone: p50 {lat.oracle_p50 * 1000:.1f} ms"
+    return line + "."
+
+
 def to_markdown(board: Board) -> str:
     """A board as Markdown tables: accuracies with intervals, pass^k, cost, latency, failures."""
     acc = board.accuracy
@@ -609,7 +705,7 @@ def to_markdown(board: Board) -> str:
         f"Cost per case: ${board.cost.per_case_usd:.4f} (total ${board.cost.total_usd:.4f}"
         + (f", {board.cost.unknown_cost_calls} calls not priced" if board.cost.unknown_cost_calls else "")
         + ").",
-        f"Latency: mean {board.latency.mean:.2f} s, p50 {board.latency.p50:.2f} s, p95 {board.latency.p95:.2f} s.",
+        _latency_line(board.latency),
     ]
     lines += [line for summary in board.summaries().values() if (line := summary.markdown())]
     if board.coverage is not None:

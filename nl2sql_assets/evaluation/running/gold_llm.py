@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-from nl2sql_assets.config import LLMConfig, ModelSettings
+from nl2sql_assets.config import CuratedAnswer, LLMConfig, ModelSettings
 from nl2sql_assets.engine.events import RUN_FINISHED, RUN_STARTED, Event, EventBus
-from nl2sql_assets.engine.nodes import CANDIDATE_NOTE
+from nl2sql_assets.engine.nodes import CANDIDATE_NOTE, CURATED_CANDIDATES, curated_question_of
 from nl2sql_assets.evaluation.suites import EvalCase
 from nl2sql_assets.llm.client import RUN_ID_HEADER, declare_free_model
 
@@ -103,7 +103,18 @@ def rows_sentence(case: EvalCase) -> str:
 # ---------------------------------------------------------------- the answer table
 
 
+CLARIFICATION = "The question can be read more than one way: which one do you mean?"
+
+
 def _datasources(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
+    if role is not None and case.outcome.get(role) == "clarify":
+        return {
+            "datasources": list(case.datasources),
+            "answerable": True,
+            "reason": "The question can be read more than one way.",
+            "needs_clarification": True,
+            "clarification": CLARIFICATION,
+        }
     if _unanswerable(case, role):
         return {
             "datasources": [],
@@ -142,6 +153,26 @@ def _repair(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str
     return {"keep_same_plan": True, "plan": None, "reason": "Keep the same plan."}
 
 
+def _sql_key(sql: str | None) -> str:
+    return " ".join((sql or "").split()).rstrip(";").lower()
+
+
+def _curated_match(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
+    """The listed verified question whose SQL is the case's gold SQL (or one of its
+    alternatives): the paraphrase a perfect curated node would find; else no match."""
+    gold = {_sql_key(sql) for sql in [case.sql, *case.alt_sql] if sql}
+    messages = server.request_messages()
+    user = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
+    for number in range(1, CURATED_CANDIDATES + 1):
+        question = curated_question_of(user, number)
+        if question is None:
+            break
+        verified = server.curated.get(question)
+        if verified is not None and _sql_key(verified.sql) in gold:
+            return {"match": number, "reason": "The verified question's SQL is the case's gold SQL."}
+    return {"match": None, "reason": "No verified question asks the same thing."}
+
+
 def _answer(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
     if server.synthesizer == "rows":
         text = rows_sentence(case)
@@ -156,6 +187,7 @@ ANSWERS: dict[str, AnswerFn] = {
     "PlanModel": _plan_model,
     "PlanRepair": _repair,
     "SynthesizedAnswer": _answer,
+    "CuratedMatch": _curated_match,
 }
 
 
@@ -190,16 +222,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
-        try:
-            body = json.loads(raw or b"{}")
-            status, reply = 200, self.server.gold.answer(body, self.headers.get(RUN_ID_HEADER))
-        except (GoldRequestError, ValueError) as exc:
-            status = 400
-            reply = {"error": {"message": f"gold LLM: {exc}", "type": "invalid_request_error", "code": None}}
-        except Exception as exc:  # a bug in an answer maker: say so instead of dropping the connection
-            status = 500
-            reply = {"error": {"message": f"gold LLM failed: {exc!r}", "type": "server_error", "code": None}}
-        self._send(status, reply)
+        status, reply = self.server.gold.respond(raw, self.headers.get(RUN_ID_HEADER))
+        with contextlib.suppress(OSError):  # the client gave up waiting (a deadline): nothing to answer
+            self._send(status, reply)
 
 
 class _Server(ThreadingHTTPServer):
@@ -240,7 +265,8 @@ class GoldLLMServer:
     ``completion_tokens``, ``cached_tokens``, ``reasoning_tokens``,
     ``cache_creation_input_tokens``); ``synthesizer="rows"`` writes each answer from the
     case's gold rows instead of a fixed sentence; ``answers`` replaces or adds entries of
-    the answer table (tests use it to serve a repair or a wrong plan).
+    the answer table (tests use it to serve a repair or a wrong plan); ``curated`` are the
+    project's verified answers, so the curated node's call finds a paraphrase of one.
     """
 
     def __init__(
@@ -251,8 +277,11 @@ class GoldLLMServer:
         usage: dict[str, int] | None = None,
         synthesizer: Literal["fixed", "rows"] = "fixed",
         answers: Mapping[str, AnswerFn] | None = None,
+        curated: Iterable[CuratedAnswer] = (),
     ) -> None:
         self.answers: dict[str, AnswerFn] = {**ANSWERS, **(answers or {})}
+        self.curated: dict[str, CuratedAnswer] = {c.question: c for c in curated}
+        self._request = threading.local()
         self.cases: dict[str, EvalCase] = {c.id: c for c in cases}
         self._by_question: dict[str, EvalCase] = {}
         for c in self.cases.values():
@@ -354,6 +383,15 @@ class GoldLLMServer:
             with self._lock:
                 self._runs.pop(event.run_id, None)
 
+    def respond(self, raw: bytes, run_id: str | None) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON body) for one chat-completions request; a subclass may misbehave here."""
+        try:
+            return 200, self.answer(json.loads(raw or b"{}"), run_id)
+        except (GoldRequestError, ValueError) as exc:
+            return 400, {"error": {"message": f"gold LLM: {exc}", "type": "invalid_request_error", "code": None}}
+        except Exception as exc:  # a bug in an answer maker: say so instead of dropping the connection
+            return 500, {"error": {"message": f"gold LLM failed: {exc!r}", "type": "server_error", "code": None}}
+
     def answer(self, body: dict[str, Any], run_id: str | None) -> dict[str, Any]:
         """The chat.completion for one request (raises GoldRequestError for a 400)."""
         response_format = body.get("response_format") or {}
@@ -373,6 +411,7 @@ class GoldLLMServer:
             run = self._runs.get(run_id)
         if run is None:
             raise GoldRequestError(f"unknown run {run_id!r}: no run.started event named a known case for it")
+        self._request.messages = body.get("messages") or []
         case = serve_candidate(run.case, candidate_index(body)) if schema == "PlanModel" else run.case
         content = json.dumps(make(case, run.role, self))
         with self._lock:
@@ -394,6 +433,10 @@ class GoldLLMServer:
             ],
             "usage": self._usage_block(),
         }
+
+    def request_messages(self) -> list[dict[str, Any]]:
+        """The messages of the request being answered on this thread (for answer makers)."""
+        return list(getattr(self._request, "messages", []))
 
     def _usage_block(self) -> dict[str, Any]:
         u = self.usage

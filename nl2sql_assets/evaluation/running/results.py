@@ -18,7 +18,14 @@ from nl2sql_assets.evaluation.judging.scorers import Faithfulness, Score, Verdic
 from nl2sql_assets.evaluation.running.isolation import Isolation
 from nl2sql_assets.evaluation.running.modes import ModeName, Stopped
 from nl2sql_assets.evaluation.running.request import RunRequest
-from nl2sql_assets.llm.calls import Usage
+from nl2sql_assets.llm.calls import EnvErrorKind, TokenSource, Usage
+
+
+class PlanTried(StrictModel):
+    """One plan the engine tried for a case run, and why it failed (None: the plan that stood)."""
+
+    plan: dict[str, Any]
+    error: str | None = None
 
 
 class CaseRecord(StrictModel):
@@ -45,21 +52,36 @@ class CaseRecord(StrictModel):
     policy_rule: str | None = None  # the policy rule that refused, when one did
     sql: str | None = None
     plan: dict[str, Any] | None = None
-    answer: str | None = None
+    plans_tried: list[PlanTried] = Field(default_factory=list)  # every plan, in order, with its error
+    answer: str | None = None  # the written answer's summary
+    answer_content: str | None = None  # and its full content
+    clarification: str | None = None  # the question asked back (result status needs_clarification)
     datasources: list[str] = Field(default_factory=list)
     columns: list[str] = Field(default_factory=list)
     row_count: int | None = None
     rows_sha256: str | None = None
     source: Literal["generated", "verified"] = "generated"
+    curated_match: Literal["exact", "paraphrase"] | None = None  # how the verified answer was found
     generated: CaseRecord | None = None  # the curated-off rerun of a verified answer
 
     tags: list[str] = Field(default_factory=list)
     difficulty: str | None = None
     models: dict[str, str] = Field(default_factory=dict)  # node -> provider/model
     usage: dict[str, Usage] = Field(default_factory=dict)  # node -> tokens
-    cost_usd: float | None = None  # None when some call could not be priced
-    unknown_cost_calls: int = 0
+    cost_usd: float | None = None  # what every priced call cost (measured and estimated tokens)
+    unknown_cost_calls: int = 0  # calls that went out and could not be priced at all
+    estimated_calls: int = 0  # calls whose tokens were (partly) counted by us, not the provider
+    token_source: TokenSource | None = None  # over the case run's calls (None: no call)
+    #: the provider failed this case run (an outage, not the model): left out of accuracy
+    env_error: EnvErrorKind | None = None
     latency_s: float = 0.0
+    #: started before its config's first case run finished: it carries the one-time costs (the
+    #: first call of each client, model loads such as ONNX, the first connection), so latency
+    #: figures leave it out and report it apart
+    warmup: bool = False
+    #: the gold SQL's own execution time on the datasource (median of 3 runs): what the question
+    #: costs without any engine around it (None: no gold SQL, or it could not run)
+    oracle_latency_s: float | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     retries: int = 0
     retrieval: dict[str, Any] | None = None
@@ -114,6 +136,9 @@ class ConfigMeta(StrictModel):
     planned_cases: int = 0
     completed_cases: int = 0
     unknown_cost_calls: int = 0
+    estimated_calls: int = 0
+    token_source: TokenSource | None = None
+    env_errors: dict[str, int] = Field(default_factory=dict)  # environment error kind -> case runs
 
 
 class RunStamp(StrictModel):
@@ -126,12 +151,22 @@ class RunStamp(StrictModel):
     git_dirty: bool | Literal["unknown"] = "unknown"
 
 
+def _same_ref(a: Any, b: Any) -> bool:
+    def dump(x: Any) -> Any:
+        return x.model_dump() if isinstance(x, StrictModel) else x
+
+    return dump(a) == dump(b)
+
+
 def _one_database_as_list(data: Any) -> Any:
     """Accept ``database=`` (one ref or a list) as a spelling of ``databases=``."""
     if isinstance(data, dict) and "database" in data:
         data = dict(data)
         value = data.pop("database")
         if "databases" in data:
+            first = (data["databases"] or [None])[0]
+            if _same_ref(value, first):  # a saved report's derived field: the first of its list
+                return data
             raise ValueError("database: give either database or databases, not both")
         data["databases"] = [] if value is None else value if isinstance(value, list) else [value]
     return data
@@ -153,6 +188,12 @@ class RunFacts(StrictModel):
     max_cost_usd: float | None = None
     spent: float = 0.0
     stopped: Stopped | None = None
+    #: some case runs failed for the environment (provider outage, quota, auth...): the run's
+    #: numbers are not the model's, the gate never compares it and it is not recorded unless asked
+    incomplete: bool = False
+    env_errors: dict[str, int] = Field(default_factory=dict)  # environment error kind -> case runs
+    #: why the circuit breaker stopped the run (config, provider, status, redacted message)
+    breaker: str | None = None
     skipped: int = 0
     #: case runs the mode does not make, by case kind (mode plans: routing; retrieval: probe)
     left_out: dict[str, int] = Field(default_factory=dict)

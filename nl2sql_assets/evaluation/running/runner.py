@@ -20,15 +20,16 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
+import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nl2sql_assets.config import ProjectConfig
+from nl2sql_assets.config import ConfigError, ProjectConfig
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, Event, EventBus
-from nl2sql_assets.engine.result import SECURITY_VIOLATION, QueryResult
+from nl2sql_assets.engine.result import PROVIDER_ERROR, SECURITY_VIOLATION, QueryResult
 from nl2sql_assets.errors import RunRefused
 from nl2sql_assets.evaluation.judging.scorers import (
     EXECUTION_SCORERS,
@@ -51,9 +52,10 @@ from nl2sql_assets.evaluation.running.modes import (
     llm_mode,
 )
 from nl2sql_assets.evaluation.running.request import RunRequest
-from nl2sql_assets.evaluation.running.results import CaseRecord, CaseRuns, RunMeta
+from nl2sql_assets.evaluation.running.results import CaseRecord, CaseRuns, PlanTried, RunMeta
 from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
 from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError, role_runs, select_cases
+from nl2sql_assets.llm.calls import EnvErrorKind, combine_sources
 from nl2sql_assets.policy import GENERIC_REFUSAL, PolicyDecision
 from nl2sql_assets.redact import get_logger, redact
 
@@ -98,6 +100,13 @@ def _probe_result(rr: RoleRun, datasource: str, decision: PolicyDecision, second
         return QueryResult(status="success", **common)
     return QueryResult(status="error", error_code=SECURITY_VIOLATION, error_message=GENERIC_REFUSAL,
                        policy_rule=decision.rule, **common)
+
+
+def env_error_of(result: QueryResult) -> EnvErrorKind | None:
+    """The environment error kind of a case run the provider failed (None: it did not)."""
+    if result.error_code != PROVIDER_ERROR:
+        return None
+    return next((c.error_kind for c in reversed(result.calls) if c.error_kind), "transport")
 
 
 def _error_result(rr: RoleRun, exc: BaseException) -> QueryResult:
@@ -161,18 +170,27 @@ def build_case_record(
         policy_rule=result.policy_rule,
         sql=result.sql,
         plan=result.plan,
+        plans_tried=[PlanTried(plan=plan, error=result.plan_errors[i] if i < len(result.plan_errors) else
+                               (None if result.status == "success" else result.error_message))
+                     for i, plan in enumerate(result.plans)],
         answer=result.answer.summary if result.answer is not None else None,
+        answer_content=result.answer.content if result.answer is not None else None,
+        clarification=result.clarification,
         datasources=list(result.datasources),
         columns=list(result.columns),
         row_count=len(rows) if rows is not None else None,
         rows_sha256=rows_sha256(rows),
         source=result.source,
+        curated_match=result.curated_match,
         tags=list(case.tags),
         difficulty=case.difficulty,
         models=dict(models),
         usage=result.usage,
         cost_usd=cost_usd,
         unknown_cost_calls=unknown_cost_calls,
+        estimated_calls=sum(1 for c in result.calls if c.token_source in ("estimated", "mixed")),
+        token_source=combine_sources(c.token_source for c in result.calls),
+        env_error=env_error_of(result),
         latency_s=latency_s,
         timings=dict(result.timings),
         retries=result.retries,
@@ -207,7 +225,7 @@ class _Cases:
 
     def __init__(self, mode: Mode, config: ProjectConfig, lineup: Lineup, scorers: dict[str, Scorer],
                  bus: EventBus, jobs: Sequence[CaseJob], on_case: OnCase | None, budget: Budget | None,
-                 candidates: int | None = None) -> None:
+                 candidates: int | None = None, registry: Any = None) -> None:
         self.mode = mode
         self.candidates = candidates  # forced plans per question (the request's), else None
         self.config = config
@@ -218,6 +236,12 @@ class _Cases:
         self.on_case = on_case
         self.records: list[CaseRecord | None] = [None] * len(jobs)
         self.spent = 0.0
+        self.broken: str | None = None  # the circuit breaker's message once it tripped
+        self._env_streak: dict[str, int] = {}  # config -> case runs in a row the provider failed
+        self._first_done: dict[str, float] = {}  # config -> when its first case run finished
+        self._oracle_s: dict[str, float | None] = {}  # suite:case -> the gold SQL's median time
+        self._registry = registry
+        self._max_env_errors = config.evals_config.max_consecutive_env_errors
         self._done: dict[int, tuple[CaseRecord, float]] = {}
         self._warned_unknown = False
         self._own_policy: dict[tuple[int, str], Any] = {}  # (runtime, case) -> the runtime under the case's policy
@@ -229,15 +253,17 @@ class _Cases:
         path when the config has one. A policy probe goes to the policy check alone (no model
         call, nothing spent). Returns the dollars it spent (reruns included)."""
         cfg = self.lineup.configs[job.config]
+        started = time.perf_counter()
         if job.rr.case.kind == "probe":
-            return await self._probe(cfg, job)
+            cost = await self._probe(cfg, job)
+            self._mark_warmup(job, started)
+            return cost
         result, latency, failed, warmup = await self._ask(cfg.runtime, job)
         cost, unknown = self._price(result, cfg)
         for turn in warmup:  # warm-up turns are paid for like any call
             w_cost, w_unknown = self._price(turn, cfg)
             cost, unknown = cost + w_cost, unknown + w_unknown
-        record = self._record(job, cfg, result, latency, failed, None if unknown else cost, unknown,
-                              warmup_turns=len(warmup))
+        record = self._record(job, cfg, result, latency, failed, cost, unknown, warmup_turns=len(warmup))
         total = cost
         if result.source == "verified" and cfg.generated_runtime is not None:
             g_result, g_latency, g_failed, g_warmup = await self._ask(cfg.generated_runtime, job)
@@ -245,11 +271,12 @@ class _Cases:
             for turn in g_warmup:
                 w_cost, w_unknown = self._price(turn, cfg)
                 g_cost, g_unknown = g_cost + w_cost, g_unknown + w_unknown
-            generated = self._record(job, cfg, g_result, g_latency, g_failed, None if g_unknown else g_cost,
-                                     g_unknown)
+            generated = self._record(job, cfg, g_result, g_latency, g_failed, g_cost, g_unknown)
             record = record.model_copy(update={"generated": generated})
             total += g_cost
-        self._done[job.index] = (record, total)
+        oracle = await self._oracle(job)
+        self._done[job.index] = (record.model_copy(update={"oracle_latency_s": oracle}), total)
+        self._mark_warmup(job, started)
         return total
 
     async def retrieve(self, job: CaseJob) -> float:
@@ -259,6 +286,7 @@ class _Cases:
         # A routing case says where a question goes, not what it needs: nothing to retrieve.
         datasource = rr.case.datasources[0] if rr.case.kind != "routing" else None
         started = time.perf_counter()
+        first = started
         try:
             result = await cfg.runtime.aretrieve(rr.case.question, rr.role, datasource=datasource,
                                                  context=self._context(job))
@@ -268,6 +296,7 @@ class _Cases:
             result, failed = _error_result(rr, exc), True
         latency = time.perf_counter() - started
         self._done[job.index] = (self._record(job, cfg, result, latency, failed, 0.0, 0), 0.0)
+        self._mark_warmup(job, first)
         return 0.0
 
     def finish(self, job: CaseJob) -> None:
@@ -277,6 +306,7 @@ class _Cases:
         self.records[job.index] = record
         cfg.completed += 1
         self.spent += cost
+        self._watch_environment(cfg, record)
         self.bus.publish(
             Event(
                 EVAL_CASE,
@@ -297,6 +327,70 @@ class _Cases:
         )
         if self.on_case is not None:
             self.on_case(cfg.name, record, self.spent)
+
+    def _watch_environment(self, cfg: ConfigRun, record: CaseRecord) -> None:
+        """Count a case run the provider failed; trip the circuit breaker after
+        ``max_consecutive_env_errors`` of them in a row for one config, naming what failed."""
+        kind = record.env_error
+        if kind is None:
+            self._env_streak[cfg.name] = 0
+            return
+        cfg.env_errors[kind] = cfg.env_errors.get(kind, 0) + 1
+        streak = self._env_streak[cfg.name] = self._env_streak.get(cfg.name, 0) + 1
+        if streak < self._max_env_errors or self.broken is not None:
+            return
+        node = (record.error_message or "").split(":", 1)[0]  # the client's message starts with the node
+        try:
+            settings = cfg.llm.for_node(node)
+            model, where = settings.model, f" at {settings.api_base}" if settings.api_base else ""
+        except ConfigError:
+            model, where = next(iter(record.models.values()), "?"), ""
+        self.broken = redact(
+            f"stopped after {streak} case runs in a row failed for the environment, not the model: "
+            f"config {cfg.name!r}, provider {model.split('/', 1)[0]} ({model}{where}): {record.error_message}")
+        log.error("%s", self.broken)
+
+    def _mark_warmup(self, job: CaseJob, started: float) -> None:
+        """Flag the job's record as a warm-up run when it started before any case run of its
+        config had finished (with several at once, all of the first wave share the warm-up)."""
+        first = self._first_done.get(job.config)
+        if first is None:
+            self._first_done[job.config] = time.perf_counter()
+        elif started >= first:
+            return
+        record, cost = self._done[job.index]
+        self._done[job.index] = (record.model_copy(update={"warmup": True}), cost)
+
+    async def _oracle(self, job: CaseJob) -> float | None:
+        """The gold SQL's execution time on the case's datasource, median of 3 (once per case)."""
+        case = job.rr.case
+        if case.kind != "answer" or not case.sql or not self.mode.executes or len(case.datasources) != 1:
+            return None
+        key = f"{job.rr.suite}:{case.id}"
+        if key not in self._oracle_s:
+            self._oracle_s[key] = await asyncio.to_thread(self._time_gold, case.datasources[0], case.sql)
+        return self._oracle_s[key]
+
+    def _time_gold(self, datasource: str, sql: str) -> float | None:
+        try:
+            adapter = self._registry.get(datasource)
+            times = []
+            for _ in range(3):
+                started = time.perf_counter()
+                adapter.execute(sql, timeout_s=adapter.timeout_s)
+                times.append(time.perf_counter() - started)
+        except Exception:  # the case's rows are checked elsewhere; no figure is better than a wrong one
+            log.debug("gold SQL of %s could not be timed", datasource, exc_info=True)
+            return None
+        return statistics.median(times)
+
+    def warn_unpriced(self) -> None:
+        """Say, once the run is over, exactly how many calls were estimated or not priced."""
+        for cfg in self.lineup.configs.values():
+            if cfg.estimated_calls or cfg.unknown_cost_calls:
+                log.warning("config %r: %d model call(s) reported no (or partial) token counts and were counted "
+                            "with the model's tokenizer (cost flagged estimated); %d could not be priced at all",
+                            cfg.name, cfg.estimated_calls, cfg.unknown_cost_calls)
 
     # ------------------------------------------------------------ one case run
 
@@ -376,18 +470,13 @@ class _Cases:
         return result, time.perf_counter() - started, failed, warmup
 
     def _price(self, result: QueryResult, cfg: ConfigRun) -> tuple[float, int]:
+        """(USD of every priced call, calls that could not be priced); the config's tallies grow."""
         from nl2sql_assets.llm.prices import price_calls
 
         cost, unknown = price_calls(result.calls, cfg.llm, config=cfg.name)
         cfg.unknown_cost_calls += unknown
-        if unknown and not self._warned_unknown:
-            self._warned_unknown = True
-            log.warning(
-                "config %r: %d model call(s) reported no token counts and cannot be priced; "
-                "they are left out of spent (a lower bound) and counted in unknown_cost_calls",
-                cfg.name,
-                unknown,
-            )
+        cfg.estimated_calls += sum(1 for c in result.calls if c.token_source in ("estimated", "mixed"))
+        cfg.token_sources.update(c.token_source for c in result.calls if c.token_source is not None)
         return cost, unknown
 
     def _scores(self, job: CaseJob, result: QueryResult, policy: PolicyDecision | None = None) -> dict[str, Score]:
@@ -497,8 +586,17 @@ def _jobs(runs: list[RoleRun], pass_list: list[int], config_names: list[str]) ->
     return jobs
 
 
+def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for one in counts:
+        for key, n in one.items():
+            out[key] = out.get(key, 0) + n
+    return dict(sorted(out.items()))
+
+
 def _accuracies(records: list[CaseRecord], first: str | None) -> tuple[float, float]:
-    mine = [r for r in records if r.config == first and r.status != "skip"]
+    # An environment error is an outage, not a verdict on the model: out of the denominator.
+    mine = [r for r in records if r.config == first and r.status != "skip" and r.env_error is None]
     if not mine:
         return 0.0, 0.0
     overall = sum(r.status == "pass" for r in mine) / len(mine)
@@ -554,8 +652,12 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             jobs = _jobs(runs, pass_list, list(lineup.configs))
             for job in jobs:
                 lineup.configs[job.config].planned += 1
-            cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget, request.candidates)
+            cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget, request.candidates,
+                           run_engine.registry)
             stopped = await mode.execute(cases, jobs)
+            if cases.broken is not None:
+                stopped = "env_errors"
+            cases.warn_unpriced()
 
     records = [r for r in cases.records if r is not None]
     git_commit, git_dirty = git_info(config.root)  # the user's project, not this package's checkout
@@ -570,6 +672,9 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "max_cost_usd": lineup.max_cost_usd,
         "spent": cases.spent,
         "stopped": stopped,
+        "incomplete": any(c.env_errors for c in lineup.configs.values()),
+        "env_errors": _summed(c.env_errors for c in lineup.configs.values()),
+        "breaker": cases.broken,
         "skipped": skipped * len(pass_list),
         "left_out": {kind: n * len(pass_list) for kind, n in left_out.items()},
         "settings": {**lineup.settings, "pass_numbers": pass_list},
@@ -580,6 +685,9 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
                 "planned_cases": c.planned,
                 "completed_cases": c.completed,
                 "unknown_cost_calls": c.unknown_cost_calls,
+                "estimated_calls": c.estimated_calls,
+                "token_source": combine_sources(c.token_sources),
+                "env_errors": dict(sorted(c.env_errors.items())),
             }
             for name, c in lineup.configs.items()
         },

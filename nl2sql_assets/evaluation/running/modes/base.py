@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 #: What the gate compares case by case: execution status, the same on the curated-off rerun,
 #: or (where nothing executes) the case's status.
 Measure = Literal["execution", "execution_generated", "status"]
-#: Why a run stopped before its last case.
-Stopped = Literal["max_cost"]
+#: Why a run stopped before its last case: the dollar cap, or the circuit breaker on
+#: consecutive environment errors (an outage).
+Stopped = Literal["max_cost", "env_errors"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class ConfigRun:
     planned: int = 0
     completed: int = 0
     unknown_cost_calls: int = 0
+    estimated_calls: int = 0
+    token_sources: set[str] = field(default_factory=set)
+    env_errors: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -103,6 +107,8 @@ class CaseLoop(Protocol):
     lineup: Lineup
     budget: Budget | None
     spent: float
+    #: set once the circuit breaker tripped (consecutive environment errors): start no more case runs
+    broken: str | None
 
     async def answer(self, job: CaseJob) -> float: ...
 

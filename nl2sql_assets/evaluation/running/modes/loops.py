@@ -19,6 +19,8 @@ async def concurrently(loop: CaseLoop, jobs: Sequence[CaseJob], limit: int) -> N
 
     async def go(job: CaseJob) -> None:
         async with semaphore:
+            if loop.broken:  # the circuit breaker tripped: the jobs not started are not made
+                return
             await loop.answer(job)
             loop.finish(job)
 
@@ -40,6 +42,8 @@ async def under_cap(loop: CaseLoop, jobs: Sequence[CaseJob], cap: float) -> Stop
     budget = loop.budget
     most = 0.0
     for n, job in enumerate(jobs):
+        if loop.broken:
+            return "env_errors"
         entry = f"{uuid.uuid4().hex}:{job.config}:{job.pass_index}:{job.rr.case.id}@{job.rr.role}"
         if budget is not None:
             while (decision := budget.reserve(entry, cap)) == "wait":
@@ -63,7 +67,7 @@ async def under_cap(loop: CaseLoop, jobs: Sequence[CaseJob], cap: float) -> Stop
             budget.spend(entry, cost, config=job.config, case=job.rr.case.id, role=job.rr.role)
         most = max(most, cost)
         loop.finish(job)
-    return None
+    return "env_errors" if loop.broken else None
 
 
 async def retrieving_in_order(loop: CaseLoop, jobs: Sequence[CaseJob]) -> None:

@@ -44,20 +44,23 @@ class PlansMode(Mode):
         cases: dict[str, EvalCase] = {}
         for rr in setup.runs:
             cases.setdefault(rr.case.id, rr.case)
-        server = GoldLLMServer(list(cases.values()), setup.engine.bus).start()
+        curated = bool(setup.curated and setup.config.curated)  # off unless asked: plans gate the model's path
+        server = GoldLLMServer(list(cases.values()), setup.engine.bus,
+                               curated=setup.config.curated if curated else ()).start()
         try:
             gold = server.llm_config()
             # The gold model is free: a zero price row keeps one pricing path for both modes.
             zero = PriceRow(input=0.0, cached_input=0.0, cache_write=0.0, output=0.0, source="gold LLM (free)")
             gold = gold.model_copy(update={"prices": {m: zero for m in set(models_of(gold, NODE_NAMES).values())}})
-            runtime = setup.engine.derive(llm=gold, curated=False, refusal_names_tables=False)
-            nodes = [n for n in NODE_NAMES if n != "curated"]
+            runtime = setup.engine.derive(llm=gold, curated=curated, refusal_names_tables=False)
+            nodes = [n for n in NODE_NAMES if n != "curated" or curated]
             name = self.config_name or self.name
             settings = setup.config.settings
             yield Lineup(
                 {name: ConfigRun(name, gold, runtime, models_of(gold, nodes))},
                 {"plan_cache": settings.plan_cache, "max_concurrency": settings.max_concurrency,
                  "retry_budget": settings.retry_budget},
+                curated=curated,
             )
         finally:
             server.stop()

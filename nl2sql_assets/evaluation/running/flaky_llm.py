@@ -1,0 +1,127 @@
+"""A gold LLM that behaves like a real provider on a bad day: rate limits, missing usage, an
+empty balance, server errors, a hung connection, an answer that is not JSON.
+
+It serves the gold answers of ``gold_llm`` over the same real HTTP (litellm in between), so a
+run against it measures what the product does with a provider's faults, not with a stub's:
+what is counted and billed, what is the model's failure and what is an outage.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer, _Run
+
+#: ok: a well-behaved provider; rate_limit_once: every other request is a 429 (so each call is
+#: refused once, then answered); no_usage: answers without a usage block; flaky_no_usage: both
+#: (a 429 before every answer, and no usage block); quota: 402 Insufficient
+#: Balance; server_error: 500; timeout: no answer before the client's deadline; malformed: an
+#: answer that is not JSON (the model's failure, not the environment's).
+Behaviour = Literal["ok", "rate_limit_once", "no_usage", "flaky_no_usage", "quota", "server_error", "timeout",
+                    "malformed"]
+BEHAVIOURS: tuple[Behaviour, ...] = ("ok", "rate_limit_once", "no_usage", "flaky_no_usage", "quota", "server_error",
+                                     "timeout", "malformed")
+
+
+PER_MESSAGE_TOKENS = 4  # the chat template's tokens around each message, as providers bill them
+
+
+@functools.cache
+def _provider_tokenizer() -> Any:
+    """The provider's own tokenizer: another BPE than the one we estimate with (litellm's
+    default), so an estimate against this provider has a real error. It ships with litellm."""
+    import litellm.litellm_core_utils.tokenizers as bundled
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(Path(bundled.__file__).parent / "anthropic_tokenizer.json"))
+
+
+def provider_count(text: str) -> int:
+    return len(_provider_tokenizer().encode(text).ids) if text else 0
+
+
+def billed_usage(body: dict[str, Any], content: str) -> dict[str, int]:
+    """What this provider bills for one request: every message, the response schema and the answer."""
+    messages = body.get("messages") or []
+    prompt = sum(provider_count(str(m.get("content") or "")) + PER_MESSAGE_TOKENS for m in messages)
+    prompt += provider_count(json.dumps(body.get("response_format") or {}))
+    completion = provider_count(content)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _error(message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": kind}}
+
+
+class FlakyLLMServer(GoldLLMServer):
+    """The gold server with one ``behaviour``; ``hang_s`` is how long a ``timeout`` request waits
+    (longer than the client's ``timeout_s``); ``warmup_s`` delays the first request only (a cold
+    provider connection). Every answered request is billed by this provider's own token count
+    (``billed_usage``), reported or not: ``billed_prompt_tokens`` and ``billed_completion_tokens``."""
+
+    def __init__(self, *args: Any, behaviour: Behaviour = "ok", hang_s: float = 3.0, warmup_s: float = 0.0,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.behaviour = behaviour
+        self.hang_s = hang_s
+        self.warmup_s = warmup_s
+        self.received = 0
+        self.billed_prompt_tokens = 0
+        self.billed_completion_tokens = 0
+        self._count = itertools.count(1)
+        self._count_lock = threading.Lock()
+
+    def start(self) -> FlakyLLMServer:
+        provider_count("warm")  # load the tokenizer now, not inside the first request's deadline
+        super().start()
+        return self
+
+    def answer(self, body: dict[str, Any], run_id: str | None) -> dict[str, Any]:
+        """As the gold server; a run it heard no event of (an engine in another process, such as
+        the command line's) is found by the case question its messages quote."""
+        if run_id and run_id not in self._runs:
+            text = " ".join(str(m.get("content") or "") for m in body.get("messages") or []).lower()
+            found = [q for q in self._by_question if q in text]
+            if found:
+                with self._lock:
+                    self._runs[run_id] = _Run(self._by_question[max(found, key=len)], None)
+        return super().answer(body, run_id)
+
+    def respond(self, raw: bytes, run_id: str | None) -> tuple[int, dict[str, Any]]:
+        with self._count_lock:
+            n = next(self._count)
+            self.received = n
+        if n == 1 and self.warmup_s:
+            time.sleep(self.warmup_s)
+        b = self.behaviour
+        if b == "quota":
+            return 402, _error("Insufficient Balance: top up sk-live-0123456789abcdefghijklmnop", "insufficient_quota")
+        if b == "server_error":
+            return 500, _error("upstream overloaded", "server_error")
+        if b in ("rate_limit_once", "flaky_no_usage") and n % 2 == 1:
+            return 429, _error("Rate limit reached, retry shortly", "rate_limit_exceeded")
+        if b == "timeout":
+            time.sleep(self.hang_s)
+            return 504, _error("gateway timeout", "timeout")
+        status, reply = super().respond(raw, run_id)
+        if status != 200:
+            return status, reply
+        usage = billed_usage(json.loads(raw or b"{}"), reply["choices"][0]["message"]["content"])
+        reply["usage"] = usage
+        with self._count_lock:  # what the provider bills, whether it says so or not
+            self.billed_prompt_tokens += int(usage.get("prompt_tokens", 0))
+            self.billed_completion_tokens += int(usage.get("completion_tokens", 0))
+        if b in ("no_usage", "flaky_no_usage"):
+            reply.pop("usage", None)
+        elif b == "malformed":
+            reply["choices"][0]["message"]["content"] = "Sure! Here is the plan you asked for: {not json"
+        return status, reply
+
+
+__all__ = ["BEHAVIOURS", "Behaviour", "FlakyLLMServer"]

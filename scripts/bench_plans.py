@@ -7,11 +7,15 @@ demand:
 
     python scripts/bench_plans.py                      # sweep concurrency 1, 2, 4, 8; 3 runs each
     python scripts/bench_plans.py --concurrency 4 --repeat 5 --profile
+    python scripts/bench_plans.py --concurrency config --end-to-end --tree /tmp/before   # another checkout
 
 Each run is ``Project.load(...).evals.run(mode="plans")`` on a fresh demo project (the real
 pipeline, litellm over HTTP to the local gold server). One extra instrumented run splits the
 wall time into litellm, the HTTP round trip, validation, SQL generation, execution, scoring and
-the rest; timing wrappers are monkeypatched in for that run only. Exits 1 when a case fails.
+the rest; timing wrappers are monkeypatched in for that run only. ``--end-to-end`` adds fresh
+processes timed from outside (wall, CPU, peak RSS): ``import litellm``, ``import
+nl2sql_assets.definitions``, the CLI ``eval run --mode plans`` and ``pipeline run --configs plans``.
+Exits 1 when a case fails.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import cProfile
 import functools
 import pstats
 import re
+import resource
 import statistics
 import sys
 import tempfile
@@ -37,8 +42,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TARGET_S = 5.0
+TARGET_S = 1.5
+TARGET_CPU_MS = 6.0  # per case run
+TARGET_CLI_S = 3.0
 REPO = str(Path(__file__).resolve().parent.parent)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import load_average, python, run_child, spread  # noqa: E402
+
 DEFAULT_SWEEP = (1, 2, 4, 8)
 
 
@@ -307,11 +317,52 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="also print a cProfile top-10 of one run")
     parser.add_argument("--top", type=int, default=10, help="rows of the profile (default 10)")
     parser.add_argument("--chinook", type=Path, default=None, help="chinook.sqlite (default: $NL2SQL_CHINOOK)")
+    parser.add_argument("--end-to-end", action="store_true",
+                        help="also time fresh processes: imports, the CLI eval run, pipeline run")
+    parser.add_argument("--tree", type=Path, default=None,
+                        help="measure the package in this checkout instead (re-runs this script on it)")
     return parser.parse_args(argv)
+
+
+def end_to_end(config: Path, repeat: int) -> None:
+    """Fresh processes timed from outside: imports, the CLI eval run, ``pipeline run``."""
+    imports = {
+        "import litellm": "import litellm",
+        "import nl2sql_assets.definitions": "import nl2sql_assets.definitions",
+        "nl2sql-assets --help": "import sys; sys.argv=['nl2sql-assets','--help']\nfrom nl2sql_assets.cli import main\n"
+                                "try: main()\nexcept SystemExit: pass",
+    }
+    rows = []
+    for label, code in imports.items():
+        runs = [run_child(python("-c", code), None) for _ in range(repeat)]
+        rows.append([label, spread([r.wall_s for r in runs]), spread([r.cpu_s for r in runs]),
+                     spread([r.rss_mib for r in runs], "{:.0f}"), ""])
+    cli = [run_child(python("-m", "nl2sql_assets.cli", "--config", str(config), "eval", "run", "--mode", "plans",
+                            "--out", str(config.parent / f"eval_plans_{i}.json")), None) for i in range(repeat)]
+    rows.append(["CLI eval run --mode plans", spread([r.wall_s for r in cli]), spread([r.cpu_s for r in cli]),
+                 spread([r.rss_mib for r in cli], "{:.0f}"), f"rc {sorted({r.rc for r in cli})}"])
+    pipe = [run_child(python("-m", "nl2sql_assets.cli", "--config", str(config), "pipeline", "run", "--configs",
+                             "plans"), None) for _ in range(repeat)]
+    ratio = statistics.median(r.wall_s for r in pipe) / statistics.median(r.wall_s for r in cli)
+    rows.append(["pipeline run --configs plans", spread([r.wall_s for r in pipe]), spread([r.cpu_s for r in pipe]),
+                 spread([r.rss_mib for r in pipe], "{:.0f}"), f"{ratio:.2f}x the CLI eval; rc {sorted({r.rc for r in pipe})}"])
+    print_table(f"End to end, fresh processes ({repeat} each; min / median / max; CLI target under {TARGET_CLI_S} s)",
+                ["what", "wall s", "CPU s", "peak RSS MiB", "note"], rows)
+    for r in (*cli, *pipe):
+        if r.rc not in (0, 1):
+            print(r.stderr[-3000:])
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.tree is not None:  # the same script, on the other checkout's package
+        argv_rest = [a for a in (argv if argv is not None else sys.argv[1:])]
+        i = argv_rest.index("--tree")
+        del argv_rest[i:i + 2]
+        env = dict(os.environ, PYTHONPATH=str(args.tree.resolve()))
+        os.execve(sys.executable, [sys.executable, __file__, *argv_rest], env)
+    print(f"{load_average()}; package: {Path(sys.modules[__name__].__file__ or '').name} on "
+          f"{os.environ.get('PYTHONPATH') or REPO}")
     process_started = time.perf_counter()
     import_times = import_everything()
     print_table("Imports (seconds, this process)", ["module", "seconds"],
@@ -354,13 +405,15 @@ def main(argv: list[str] | None = None) -> int:
             rows.append([
                 f"{c}{' (configured)' if c == config_value else ''}", str(n), _fmt_s(min(walls)),
                 _fmt_s(med), _fmt_s(max(walls)), f"{med / n * 1000:.1f}",
-                _fmt_s(statistics.median(o.cpu_s for o in outs)),
+                spread([o.cpu_s for o in outs]), spread([o.cpu_s / n * 1000 for o in outs], "{:.1f}"),
                 _fmt_s(statistics.median(o.main_cpu_s for o in outs)),
                 f"{sum(o.passed for o in outs)}/{sum(o.cases for o in outs)}",
             ])
         print_table(f"Mode plans, whole Chinook suite ({args.repeat} run(s) each; fresh Project each run)",
-                    ["max_concurrency", "case runs", "wall min", "median", "max", "ms/case run", "cpu median",
-                     "main-thread cpu", "passed"], rows)
+                    ["max_concurrency", "case runs", "wall min", "median", "max", "ms/case run",
+                     "CPU s min/med/max", "CPU ms/case run", "main-thread cpu", "passed"], rows)
+        print(f"Peak RSS of this process so far: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB; "
+              f"targets: wall under {TARGET_S} s, CPU at most {TARGET_CPU_MS:.0f} ms per case run")
         best = min(results, key=lambda c: statistics.median(o.wall_s for o in results[c]))
         best_med = statistics.median(o.wall_s for o in results[best])
         print(f"\nBest: max_concurrency {best} (median {best_med:.3f} s, "
@@ -390,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.profile:
             profile_once(demo.config, best, args.top)
+        if args.end_to_end:
+            end_to_end(demo.config, args.repeat)
 
         all_outs = [first, traced, *(o for outs in results.values() for o in outs)]
         failures = sorted({f for o in all_outs for f in o.failures})
@@ -398,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({sum(o.passed for o in all_outs)}/{sum(o.cases for o in all_outs)} case runs passed)")
         for f in failures:
             print(f"  FAILED {f}")
-    print(f"\nBenchmark process total: {time.perf_counter() - process_started:.1f} s")
+    print(f"\nBenchmark process total: {time.perf_counter() - process_started:.1f} s; {load_average()}")
     return 1 if failures else 0
 
 

@@ -1,0 +1,147 @@
+#!/usr/bin/env python
+"""Benchmark: 10,000 case runs of mode plans, in-process and through the CLI (target: under 60 s
+and under 1 GB, memory growing linearly).
+
+    python scripts/bench_scale.py                          # 10,000 case runs, in-process and CLI, once each
+    python scripts/bench_scale.py --case-runs 2000 --repeat 3 --tree /tmp/before
+    python scripts/bench_scale.py --workers 1,2            # where the tree has worker processes
+
+The suite is synthetic: copies of the Chinook suite's cases (``benchlib.synthetic_suite``) on the
+demo project. Each measurement is a fresh process: in-process means ``Project.load(...).evals.run``
+timed after imports (RSS sampled every 1,000 case runs, to see the growth), CLI means
+``nl2sql-assets eval run --mode plans --out ...`` timed from outside, imports included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import load_average, print_table, python, run_child, spread, synthetic_suite
+
+
+def _rss_now_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def child(config: Path, suite: Path, workers: int | None) -> None:
+    """One in-process run; prints a JSON line of figures."""
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from nl2sql_assets.project import Project
+
+    samples: list[tuple[int, float]] = []
+    done = 0
+
+    def on_case(config_name: str, record: Any, spent: float) -> None:
+        nonlocal done
+        done += 1
+        if done % 1000 == 0:
+            samples.append((done, _rss_now_mib()))
+
+    kwargs: dict[str, Any] = {}
+    if workers is not None:
+        kwargs["workers"] = workers
+    started, cpu = time.perf_counter(), time.process_time()
+    with Project.load(config) as project:
+        report = project.evals.run(suites=[suite], mode="plans", on_case=on_case, **kwargs)
+    wall, cpu_s = time.perf_counter() - started, time.process_time() - cpu
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    board = report.first_board
+    records = list(board.results) if board is not None else []
+    scored = [r for r in records if r.status != "skip"]
+    print(json.dumps({
+        "wall_s": wall, "cpu_s": cpu_s + children.ru_utime + children.ru_stime,
+        "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "children_peak_mib": children.ru_maxrss / 1024,
+        "case_runs": len(scored), "passed": sum(r.status == "pass" for r in scored), "rss": samples,
+    }))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--case-runs", type=int, default=10_000, help="at least this many case runs (default 10,000)")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--tree", type=Path, default=None, help="measure the package in this checkout instead")
+    parser.add_argument("--skip", choices=["inprocess", "cli"], action="append", default=[])
+    parser.add_argument("--workers", default=None,
+                        help="comma-separated worker counts to measure (a tree with worker processes)")
+    parser.add_argument("--chinook", type=Path, default=None)
+    parser.add_argument("--child", nargs=2, type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-workers", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        child(args.child[0], args.child[1], args.child_workers)
+        return 0
+
+    from nl2sql_assets.datasources.chinook import resolve_chinook
+    from nl2sql_assets.demo import init_demo
+
+    print(f"Scale benchmark; {load_average()}; tree: {args.tree or 'this checkout'}")
+    workers: list[int | None] = [int(w) for w in args.workers.split(",")] if args.workers else [None]
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        demo = init_demo(Path(tmp) / "project", chinook=resolve_chinook(args.chinook))
+        suite = demo.root / "suites" / "synthetic.yaml"
+        cases = synthetic_suite(args.case_runs, suite)
+        print(f"Synthetic suite: {cases} cases, {suite.stat().st_size / 1e6:.1f} MB")
+        rows = []
+        for w in workers:
+            label = "" if w is None else f", workers {w}"
+            if "inprocess" not in args.skip:
+                runs = []
+                for _ in range(args.repeat):
+                    cmd = python(__file__, "--child", str(demo.config), str(suite))
+                    if w is not None:
+                        cmd += ["--child-workers", str(w)]
+                    runs.append(run_child(cmd, args.tree).json_line())
+                n = runs[0]["case_runs"]
+                failed |= any(r["passed"] != r["case_runs"] for r in runs)
+                rows.append([f"in-process, after imports{label}", str(n), spread([r["wall_s"] for r in runs], "{:.1f}"),
+                             spread([r["cpu_s"] for r in runs], "{:.1f}"),
+                             spread([r["cpu_s"] / n * 1000 for r in runs], "{:.1f}"),
+                             spread([max(r["peak_mib"], r["children_peak_mib"]) for r in runs], "{:.0f}"),
+                             f"{runs[0]['passed']}/{n}"])
+                growth = ", ".join(f"{k // 1000}k: {v:.0f}" for k, v in runs[-1]["rss"])
+                print(f"  in-process RSS (MiB) every 1,000 case runs{label}: {growth}")
+            if "cli" not in args.skip:
+                runs_cli = []
+                for i in range(args.repeat):
+                    out = Path(tmp) / f"eval_{i}.json"
+                    cmd = python("-m", "nl2sql_assets.cli", "--config", str(demo.config), "eval", "run", "--mode",
+                                 "plans", "--suite", str(suite), "--out", str(out))
+                    if w is not None:
+                        cmd += ["--workers", str(w)]
+                    result = run_child(cmd, args.tree)
+                    if result.rc not in (0, 1):
+                        print(result.stdout[-2000:], result.stderr[-4000:])
+                        return 1
+                    size = sum(p.stat().st_size for p in Path(tmp).glob(f"eval_{i}*")) / 1e6
+                    runs_cli.append((result, size))
+                n = rows[-1][1] if rows else "?"
+                rows.append([f"CLI eval run, imports included{label}", n,
+                             spread([r.wall_s for r, _ in runs_cli], "{:.1f}"),
+                             spread([r.cpu_s for r, _ in runs_cli], "{:.1f}"),
+                             spread([r.cpu_s / int(n) * 1000 for r, _ in runs_cli], "{:.1f}") if n != "?" else "-",
+                             spread([r.rss_mib for r, _ in runs_cli], "{:.0f}"),
+                             f"output {runs_cli[-1][1]:.1f} MB"])
+        print_table(f"Mode plans at scale ({args.repeat} fresh process(es) each; min / median / max)",
+                    ["how", "case runs", "wall s", "CPU s", "CPU ms/case run", "peak RSS MiB", "passed / output"],
+                    rows)
+    print(f"\n{load_average()}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Shared pieces of the ``bench_*.py`` scripts: child processes measured from outside (wall, CPU,
+peak RSS), min/median/max, a synthetic suite of any size, and a source tree to measure.
+
+Each figure comes from a fresh child process, so imports, caches and memory of one measurement
+never leak into the next. ``--tree DIR`` (any script) runs the children on another checkout of
+the package (``git worktree add /tmp/before main``): before and after side by side, on one machine,
+minutes apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class ChildRun:
+    """One child process: wall seconds, CPU seconds (user + system), peak RSS (MiB), its output."""
+
+    wall_s: float
+    cpu_s: float
+    rss_mib: float
+    rc: int
+    stdout: str
+    stderr: str
+
+    def json_line(self) -> dict[str, Any]:
+        """The last line of stdout that is a JSON object (what a ``--child`` run prints)."""
+        for line in reversed(self.stdout.splitlines()):
+            if line.startswith("{"):
+                return json.loads(line)
+        raise RuntimeError(f"the child printed no JSON (rc {self.rc}):\n{self.stdout[-2000:]}\n{self.stderr[-4000:]}")
+
+
+def child_env(tree: Path | None) -> dict[str, str]:
+    """The environment of a child: offline litellm prices; ``tree`` first on the import path."""
+    env = dict(os.environ)
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def run_child(args: Sequence[str], tree: Path | None, cwd: Path | None = None) -> ChildRun:
+    """Run ``args`` and measure it with ``wait4`` (the child's own CPU and peak RSS)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(list(args), env=child_env(tree), cwd=cwd, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        out.seek(0)
+        err.seek(0)
+        return ChildRun(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode,
+                        out.read(), err.read())
+
+
+def python(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def spread(values: Sequence[float], fmt: str = "{:.3f}") -> str:
+    """``min / median / max`` of the values."""
+    vals = [v for v in values if v == v]  # drop NaN
+    if not vals:
+        return "-"
+    return " / ".join(fmt.format(v) for v in (min(vals), statistics.median(vals), max(vals)))
+
+
+def load_average() -> str:
+    """The machine's load now (the figures of a loaded machine are read with it)."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
+    print(f"\n{title}")
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False))
+    print(line)
+    print("-" * len(line))
+    for row in rows:
+        print("  ".join(str(c).rjust(w) if i else str(c).ljust(w)
+                        for i, (c, w) in enumerate(zip(row, widths, strict=False))))
+
+
+# ---------------------------------------------------------------- a synthetic suite
+
+
+def synthetic_suite(case_runs: int, out: Path, source: Path | None = None) -> int:
+    """Write a suite of copies of the Chinook suite's cases (ids and paraphrase groups renamed per
+    copy) with at least ``case_runs`` mode-plans case runs; returns the number of cases written."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    source = source or REPO / "suites" / "chinook.yaml"
+    data = yaml.load(source.read_text(encoding="utf-8"), Loader=loader)
+    base = [c for c in data["cases"] if c.get("status", "approved") == "approved"]
+    per_copy = sum(_plans_runs(c) for c in base)
+    copies = max(1, -(-case_runs // per_copy))
+    cases: list[dict[str, Any]] = []
+    for k in range(copies):
+        for case in base:
+            copy = dict(case)
+            copy["id"] = f"{case['id']}_x{k:04d}"
+            if case.get("paraphrase_group"):
+                copy["paraphrase_group"] = f"{case['paraphrase_group']}_x{k:04d}"
+            cases.append(copy)
+    text = yaml.dump({"version": 1, "cases": cases}, Dumper=dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=False)
+    out.write_text("# A synthetic suite: copies of the Chinook suite's cases (scripts/benchlib.py).\n" + text,
+                   encoding="utf-8")
+    return len(cases)
+
+
+def _plans_runs(case: dict[str, Any]) -> int:
+    """Case runs mode plans makes of a case: one per role whose outcome is not clarify."""
+    if case.get("kind", "answer") not in ("answer", "probe"):
+        return 0
+    outcome = case.get("outcome") or {}
+    return sum(1 for v in outcome.values() if v != "clarify") or 1

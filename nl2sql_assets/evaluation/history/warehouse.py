@@ -54,6 +54,11 @@ class Warehouse:
         never reads or writes the serving engine's folder above."""
         return self.root / "eval_schema_index"
 
+    @property
+    def suite_cache_dir(self) -> Path:
+        """Parsed suites by file digest (``suites.cache``): a big suite is YAML-parsed once."""
+        return self.root / "cache" / "suites"
+
     # ------------------------------------------------------------ case records
 
     def partition_dir(self, suite: str, config: str) -> Path:

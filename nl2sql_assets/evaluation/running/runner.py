@@ -510,8 +510,10 @@ class _Cases:
 
 
 def _load_suites(config: ProjectConfig, suites: Sequence[str | Path] | None) -> list[tuple[str, Path, EvalSuite]]:
+    from nl2sql_assets.evaluation.history.warehouse import Warehouse
     from nl2sql_assets.evaluation.suites import load_suite
 
+    cache_dir = Warehouse.for_project(config.root).suite_cache_dir
     paths = list(suites) if suites is not None else list(config.evals_config.suites)
     if not paths:
         raise SelectionError("no suites to run: pass suites=[...] or list them under suites in evals.yaml")
@@ -520,7 +522,7 @@ def _load_suites(config: ProjectConfig, suites: Sequence[str | Path] | None) -> 
         path = config.resolve(p)
         if not Path(p).is_absolute() and not path.exists() and Path(p).exists():
             path = Path(p).resolve()  # a suite given relative to the working folder
-        suite = load_suite(path)
+        suite = load_suite(path, cache_dir=cache_dir)
         out.append((suite.name or path.stem, path, suite))
     names = [name for name, _, _ in out]
     if len(set(names)) != len(names):

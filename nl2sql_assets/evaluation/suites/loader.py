@@ -31,19 +31,40 @@ _TOP_KEYS = ("version", "cases")
 _FIELD_PREFIX = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): (.*)", re.DOTALL)
 
 
-def load_suite(path: str | Path, *, allow_stale_rows: bool = False) -> EvalSuite:
+def load_suite(path: str | Path, *, allow_stale_rows: bool = False, cache_dir: str | Path | None = None) -> EvalSuite:
     """Read and check a suite file; every problem is reported (``SuiteError``), not just the first.
 
     ``allow_stale_rows`` accepts an approved case whose ``alt_rows`` do not match its
-    ``alt_sql`` yet (an alternative was just added): regenerate loads that way."""
+    ``alt_sql`` yet (an alternative was just added): regenerate loads that way. ``cache_dir``
+    keeps the checked suite by file digest (``suites.cache``): the next load of the same bytes
+    skips YAML parsing."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise SuiteError(f"{path}: suite file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise SuiteError(f"{path}: cannot read the suite: {exc}") from None
-    return parse_suite(text, path, allow_stale_rows=allow_stale_rows)
+    digest = _digest(data) if cache_dir is not None else ""
+    if cache_dir is not None:
+        from nl2sql_assets.evaluation.suites import cache
+
+        hit = cache.read_entry(Path(cache_dir), digest, allow_stale_rows)
+        if hit is not None:
+            suite = EvalSuite.model_construct(version=1, cases=hit[0])
+            suite._path = path
+            suite._header = hit[1]
+            return suite
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"{path}: cannot read the suite: {exc}") from None
+    # read_text's newline handling: CRLF and CR read as LF
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    suite = parse_suite(text, path, allow_stale_rows=allow_stale_rows)
+    if cache_dir is not None:
+        cache.write_entry(Path(cache_dir), digest, allow_stale_rows, suite, suite._header)
+    return suite
 
 
 def parse_suite(text: str, path: str | Path, *, allow_stale_rows: bool = False) -> EvalSuite:
@@ -241,4 +262,8 @@ def suite_digest(path: str | Path) -> str:
         data = Path(path).read_bytes()
     except FileNotFoundError:
         raise SuiteError(f"{path}: suite file not found") from None
+    return _digest(data)
+
+
+def _digest(data: bytes) -> str:
     return hashlib.sha256(data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")).hexdigest()

@@ -65,15 +65,17 @@ def register_secrets(values: Iterable[str | None]) -> None:
         register_secret(value)
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
-    """Whether an environment variable's name says it holds a credential."""
+    """Whether an environment variable's name says it holds a credential (names repeat: cached)."""
     return bool(_SECRET_NAME.search(name))
 
 
 def _environment_secrets() -> frozenset[str]:
-    return frozenset(
-        v.strip() for k, v in os.environ.items() if is_secret_name(k) and len(v.strip()) >= MIN_SECRET_LENGTH
-    )
+    """Read at every call (a key set after start-up is redacted too); only the names that look
+    like credentials are looked up, so a call costs a pass over the names."""
+    values = (os.environ.get(k) for k in list(os.environ) if is_secret_name(k))
+    return frozenset(v.strip() for v in values if v is not None and len(v.strip()) >= MIN_SECRET_LENGTH)
 
 
 @functools.lru_cache(maxsize=64)

@@ -66,6 +66,10 @@ class DatasourceRegistry:
                 self._adapters[datasource_id] = adapter
             return adapter
 
+    def cached_snapshot(self, datasource_id: str) -> SchemaSnapshot | None:
+        """The snapshot already taken, or None: no database work (an event loop may call it)."""
+        return self._snapshots.get(datasource_id)
+
     def snapshot(self, datasource_id: str) -> SchemaSnapshot:
         snap = self._snapshots.get(datasource_id)
         if snap is not None:

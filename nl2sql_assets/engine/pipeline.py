@@ -423,7 +423,10 @@ class Engine:
             state.add_time(node, time.perf_counter() - started)
 
     async def _snapshot(self, ds_id: str) -> SchemaSnapshot:
-        return await asyncio.to_thread(self.registry.snapshot, ds_id)
+        # Taken once per datasource: later cases read it without a hop to a thread.
+        cached = getattr(self.registry, "cached_snapshot", None)
+        snap = cached(ds_id) if cached is not None else None
+        return snap if snap is not None else await asyncio.to_thread(self.registry.snapshot, ds_id)
 
     async def _resolve(self, state: _RunState) -> str:
         lines = []

@@ -483,7 +483,9 @@ def test_registry_opens_lazily_caches_and_lists(sqlite_copy: Path, support_file:
         assert len({id(a) for a in seen}) == 1
         assert registry.get("chinook").dialect == "sqlite" and registry.get("support").dialect == "duckdb"
         assert all(isinstance(registry.get(i), DatasourceAdapter) for i in ("chinook", "support"))
+        assert registry.cached_snapshot("chinook") is None  # nothing taken yet: no database work
         assert registry.snapshot("chinook") is registry.snapshot("chinook")
+        assert registry.cached_snapshot("chinook") is registry.snapshot("chinook")
         assert "support" in registry and "nope" not in registry
         with pytest.raises(ConfigError, match=r"unknown datasource 'nope'.*chinook.*support"):
             registry.get("nope")

@@ -253,7 +253,6 @@ def _check_baseline_folder(args: argparse.Namespace, out: Path, llm_names: list[
 def _eval_run(args: argparse.Namespace, project: Any) -> int:
     from nl2sql_assets.atomic import check_writable
     from nl2sql_assets.evaluation.history import BaselineError
-    from nl2sql_assets.evaluation.reporting.report import save_report
     from nl2sql_assets.evaluation.running import RunRequest, get_mode, llm_mode
 
     mode = get_mode(args.mode)
@@ -277,16 +276,32 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     request = RunRequest(suites=args.suite, mode=args.mode, llm=llm, cases=args.cases, roles=args.roles,
                          passes=args.passes, max_cost_usd=args.max_cost, clarify=args.clarify,
                          candidates=args.candidates)
-    report = project.evals.run_request(request, on_case=_progress())
+    from nl2sql_assets.evaluation.reporting.streamed import (
+        RecordStream,
+        all_records,
+        records_path_for,
+        save_summary,
+    )
+
+    progress = _progress()
+    with RecordStream(records_path_for(out)) as stream:  # each case record written as it finishes
+
+        def on_case(config: str, record: Any, spent: float) -> None:
+            stream.on_case(config, record, spent)
+            if progress is not None:
+                progress(config, record, spent)
+
+        report = project.evals.run_request(request, on_case=on_case)
+        records = stream.finish(all_records(report))
     if sys.stderr.isatty():
         sys.stderr.write("\n")
-    save_report(report, out)
+    save_summary(report, out, records)
     for name, board in report.configs.items():
         print(f"{name}: {_board_line(board, mode.executes)}")
     if report.left_out:
         left = ", ".join(f"{n} {kind}" for kind, n in sorted(report.left_out.items()))
         print(f"left out: {left} case run(s): mode {report.mode} does not run those kinds of case")
-    print(f"report: {out}")
+    print(f"report: {out} (case records: {records})")
     if report.incomplete:
         # An outage is not a verdict on the model: no threshold, no gate, its own exit code.
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(report.env_errors.items()))

@@ -444,7 +444,9 @@ def test_mode_full_stopped_at_the_cost_cap_exits_3(
     assert data["stopped"] == "max_cost"
     board = data["configs"]["fake"]
     assert (board["completed_cases"], board["planned_cases"]) == (1, 6)
-    assert len(board["results"]) == 1 and board["results"][0]["status"] == "pass"
+    assert board["results"] == [] and data["records_file"] == "full.records.jsonl"  # a summary
+    streamed = (tmp_path / "full.records.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(streamed) == 1 and json.loads(streamed[0])["status"] == "pass"
     assert requests == 4  # resolver, decomposer, planner, synthesizer of the one case run
     assert data["spent"] == pytest.approx(4 * PER_CALL)
     assert "fake: execution accuracy 100.0% (1/1" in out

@@ -266,6 +266,9 @@ class EvalReport(RunFacts):
 
     configs: dict[str, Board] = Field(default_factory=dict)
     comparison: Comparison | None = None
+    #: A summary report (the CLI's ``--out``): its boards' case records are in this JSON Lines
+    #: file, relative to the report (``reporting.streamed``); ``load_report`` reads them back.
+    records_file: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="before")
     @classmethod
@@ -320,11 +323,16 @@ def load_report(path: str | Path) -> EvalReport:
     """Read a report JSON; a bad file raises ValueError naming it."""
     path = Path(path)
     try:
-        return EvalReport.model_validate_json(path.read_text(encoding="utf-8"))
+        report = EvalReport.model_validate_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the report: {exc}") from exc
     except ValueError as exc:
         raise ValueError(f"{path}: not an eval report: {validation_summary(exc)}") from exc
+    if report.records_file is not None:  # a summary: its case records lie beside it
+        from nl2sql_assets.evaluation.reporting.streamed import with_records
+
+        report = with_records(report, path)
+    return report
 
 
 # ---------------------------------------------------------------- building boards

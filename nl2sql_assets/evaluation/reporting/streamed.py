@@ -1,0 +1,130 @@
+"""Case records as JSON Lines, written as each case run finishes, and a small summary report that
+points at them: a 10,000-case run writes its records as it goes, never one huge JSON at the end.
+
+``RecordStream`` appends every record (redacted, one line each) to ``<records>.partial`` the
+moment it is counted; ``finish`` writes the records file in the report's order (the lines as
+they were streamed), atomically, and drops the partial file. A run that dies leaves the partial
+file with every record finished so far.
+
+``save_summary`` writes the report without its boards' ``results`` and with ``records_file``
+naming that file (beside the report); ``load_report`` reads the records back into the boards,
+so the gate, thresholds and ``eval publish`` read a summary like a full report (and a full
+report, older ones included, as before).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from nl2sql_assets.atomic import atomic_write
+from nl2sql_assets.redact import redact
+
+if TYPE_CHECKING:
+    from nl2sql_assets.evaluation.reporting.report import EvalReport
+    from nl2sql_assets.evaluation.running.results import CaseRecord
+
+RECORDS_SUFFIX = ".records.jsonl"
+
+
+def records_path_for(report_path: str | Path) -> Path:
+    """``eval_plans.json`` → ``eval_plans.records.jsonl`` (beside it)."""
+    path = Path(report_path)
+    return path.with_name(path.stem + RECORDS_SUFFIX)
+
+
+def record_key(record: CaseRecord) -> tuple[str, str, str, str, int]:
+    """A case run's identity inside one run: no two records of a run share it."""
+    return (record.config, record.suite, record.case_id, record.role, record.pass_index)
+
+
+class RecordStream:
+    """Records appended to ``<path>.partial`` as they finish (an ``on_case`` callback)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.partial = self.path.with_name(self.path.name + ".partial")
+        self.partial.parent.mkdir(parents=True, exist_ok=True)
+        self._fh: IO[str] | None = self.partial.open("w", encoding="utf-8")
+        self.count = 0
+
+    def on_case(self, config: str, record: CaseRecord, spent: float) -> None:
+        assert self._fh is not None, "the stream is closed"
+        self._fh.write(redact(record.model_dump_json()) + "\n")
+        self._fh.flush()  # a reader (or a crash) sees every finished record
+        self.count += 1
+
+    def finish(self, order: Iterable[CaseRecord]) -> Path:
+        """Write the records file in ``order`` (the report's) from the streamed lines; returns it."""
+        self.close()
+        from nl2sql_assets.evaluation.running.results import CaseRecord
+
+        lines: dict[tuple[str, str, str, str, int], str] = {}
+        with self.partial.open(encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    rec = CaseRecord.model_validate_json(line)
+                    lines[record_key(rec)] = line
+        ordered = [lines.pop(record_key(r)) for r in order]
+        ordered.extend(lines.values())  # none expected: every streamed record is in the report
+        atomic_write(self.path, "".join(ordered))
+        os.unlink(self.partial)
+        return self.path
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> RecordStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def all_records(report: EvalReport) -> list[CaseRecord]:
+    return [r for board in report.configs.values() for r in board.results]
+
+
+def summary_of(report: EvalReport, records_file: str) -> EvalReport:
+    """The report without its case records, pointing at ``records_file`` (relative to it)."""
+    boards = {name: board.model_copy(update={"results": []}) for name, board in report.configs.items()}
+    return report.model_copy(update={"configs": boards, "records_file": records_file})
+
+
+def save_summary(report: EvalReport, path: str | Path, records: Path) -> Path:
+    """Write the summary report at ``path``; ``records`` lies beside it."""
+    from nl2sql_assets.evaluation.reporting.report import save_report
+
+    path = Path(path)
+    rel = os.path.relpath(records, path.parent)
+    return save_report(summary_of(report, rel), path)
+
+
+def with_records(report: EvalReport, report_path: Path) -> EvalReport:
+    """A summary report with its boards' records read back from its records file."""
+    from nl2sql_assets.evaluation.running.results import CaseRecord
+
+    assert report.records_file is not None
+    path = report_path.parent / report.records_file
+    grouped: dict[str, list[Any]] = {name: [] for name in report.configs}
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = CaseRecord.model_validate_json(line)
+                except ValueError as exc:
+                    raise ValueError(f"{path}, line {n}: not a case record: {exc}") from None
+                grouped.setdefault(rec.config, []).append(rec)
+    except OSError as exc:
+        raise ValueError(f"{report_path}: cannot read its case records {path}: {exc}") from exc
+    unknown = [c for c in grouped if c not in report.configs]
+    if unknown:
+        raise ValueError(f"{path}: records of config(s) {unknown} that the report {report_path} has no board for")
+    boards = {name: board.model_copy(update={"results": grouped[name]}) for name, board in report.configs.items()}
+    return report.model_copy(update={"configs": boards, "records_file": None})

@@ -1,0 +1,72 @@
+"""Case records streamed to JSON Lines as they finish, and the summary report that points at them:
+read back, it is the full report; full reports (older ones too) read as before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nl2sql_assets.evaluation.reporting.report import build_report, load_report, save_report
+from nl2sql_assets.evaluation.reporting.streamed import (
+    RecordStream,
+    all_records,
+    records_path_for,
+    save_summary,
+)
+from nl2sql_assets.evaluation.running.results import ConfigMeta
+from tests.unit.test_report import meta, rec, table_of_six
+
+
+def _report():
+    records = [*table_of_six(), rec("c1", "pass", config="mini"), rec("c2", "fail", config="mini")]
+    return build_report(records, meta(configs={"default": ConfigMeta(), "mini": ConfigMeta()}))
+
+
+def test_records_are_on_disk_as_each_finishes_and_end_in_report_order(tmp_path: Path) -> None:
+    report = _report()
+    records = all_records(report)
+    out = tmp_path / "eval_full.json"
+    with RecordStream(records_path_for(out)) as stream:
+        for n, record in enumerate(reversed(records), 1):  # finishing in another order than the report's
+            stream.on_case(record.config, record, 0.0)
+            lines = stream.partial.read_text(encoding="utf-8").splitlines()
+            assert len(lines) == n and json.loads(lines[-1])["case_id"] == record.case_id
+        path = stream.finish(records)
+    assert path == tmp_path / "eval_full.records.jsonl" and not stream.partial.exists()
+    stored = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [(r["config"], r["case_id"], r["role"]) for r in stored] == [(r.config, r.case_id, r.role) for r in records]
+
+
+def test_a_summary_is_small_and_reads_back_as_the_full_report(tmp_path: Path) -> None:
+    report = _report()
+    out = tmp_path / "eval_full.json"
+    with RecordStream(records_path_for(out)) as stream:
+        for record in all_records(report):
+            stream.on_case(record.config, record, 0.0)
+        records = stream.finish(all_records(report))
+    save_summary(report, out, records)
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["records_file"] == "eval_full.records.jsonl"
+    assert all(board["results"] == [] for board in data["configs"].values())
+    assert load_report(out) == report  # the gate, thresholds and publish read it through load_report
+
+
+def test_a_full_report_without_records_file_reads_as_before(tmp_path: Path) -> None:
+    report = _report()
+    path = save_report(report, tmp_path / "eval_full.json")
+    assert "records_file" not in json.loads(path.read_text(encoding="utf-8"))  # the older format, unchanged
+    assert load_report(path) == report
+
+
+def test_a_summary_whose_records_are_gone_names_the_file(tmp_path: Path) -> None:
+    report = _report()
+    out = tmp_path / "eval_full.json"
+    missing = tmp_path / "eval_full.records.jsonl"
+    save_summary(report, out, missing)
+    with pytest.raises(ValueError, match=r"cannot read its case records .*eval_full\.records\.jsonl"):
+        load_report(out)
+    missing.write_text('{"not": "a record"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"eval_full\.records\.jsonl, line 1: not a case record"):
+        load_report(out)

@@ -111,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, metavar="FILE",
                      help="where to write the report (default: eval_<mode>.json beside nl2sql.yaml)")
     run.add_argument("--clarify", action="store_true", help="also run the roles whose outcome is clarify")
+    run.add_argument("--workers", type=int, default=None, metavar="N",
+                     help="worker processes for the case runs of a mode that spends nothing (default: up to "
+                          "2, on runs big enough to gain from them)")
     _threshold_options(run)
 
     regen = esub.add_parser("regenerate", help="write rows and alt_rows from each case's SQL", **fmt)
@@ -222,6 +225,8 @@ def _cmd_eval_run(args: argparse.Namespace) -> int:
 
     if get_mode(args.mode).needs_key and "CI" in os.environ:
         raise UsageError(f"mode {args.mode} spends money and never runs in CI (the CI variable is set)")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.baseline and not Path(args.baseline).exists():  # before the run, which may cost money
         raise UsageError(f"--baseline {args.baseline}: no such file or folder")
     if args.out and Path(args.out).is_dir():  # checked before the run: never lose a finished run
@@ -275,7 +280,7 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
         _check_baseline_folder(args, out, list(llm) if llm else None)
     request = RunRequest(suites=args.suite, mode=args.mode, llm=llm, cases=args.cases, roles=args.roles,
                          passes=args.passes, max_cost_usd=args.max_cost, clarify=args.clarify,
-                         candidates=args.candidates)
+                         candidates=args.candidates, workers=args.workers)
     from nl2sql_assets.evaluation.reporting.streamed import (
         RecordStream,
         all_records,

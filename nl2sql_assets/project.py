@@ -134,6 +134,7 @@ class Evals:
         clarify: bool = False,
         budget: SpendLedger | None = None,
         extra_scorers: Mapping[str, type] | None = None,
+        workers: int | None = None,
     ) -> EvalReport:
         """Run the suites (evals.yaml's by default); ``budget`` shares the dollar cap with other runs.
 
@@ -142,7 +143,8 @@ class Evals:
         ``cases`` narrows by case id or tag; ``pass_numbers`` runs exactly those pass indexes;
         ``on_case(config, record, spent)`` is called after each case run. ``extra_scorers``
         (name -> scorer class, written in code) run beside the named scorers, for this run only;
-        their summaries reach the report."""
+        their summaries reach the report. ``workers`` shards the case runs over that many
+        processes (``running.shards``; None: up to two on big runs of a mode that spends nothing)."""
         from nl2sql_assets.evaluation.running import RunRequest
 
         registry = None
@@ -154,7 +156,7 @@ class Evals:
             scorers = [*base, *(n for n in extra_scorers if n not in base)]
         request = RunRequest(
             suites=suites, mode=mode, llm=llm, cases=cases, roles=roles, scorers=scorers, curated=curated,
-            passes=passes, pass_numbers=pass_numbers, max_cost_usd=max_cost_usd, clarify=clarify,
+            passes=passes, pass_numbers=pass_numbers, max_cost_usd=max_cost_usd, clarify=clarify, workers=workers,
         )
         return self.run_request(request, on_case=on_case, budget=budget, scorers=registry)
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, field_serializer, field_validator
+from pydantic import ConfigDict, Field, field_serializer, field_validator
 
 from nl2sql_assets.config import LLMConfig, ProjectConfig, StrictModel
 from nl2sql_assets.errors import RunRefused
@@ -43,6 +43,10 @@ class RunRequest(StrictModel):
     #: plans per question for every case run, in place of the engine's and the cases' own setting
     #: (a paired measure of candidate selection over the whole suite); None: theirs
     candidates: int | None = None
+    #: Worker processes for the case runs (``running.shards``); None: up to two, on big runs.
+    workers: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
+    #: Run only the jobs of one shard, (index, count): job ``i`` when ``i % count == index``.
+    shard: tuple[int, int] | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @field_validator("mode")
     @classmethod

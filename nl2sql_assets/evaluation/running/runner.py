@@ -48,6 +48,7 @@ from nl2sql_assets.evaluation.running.modes import (
     Lineup,
     Mode,
     RunSetup,
+    Stopped,
     get_mode,
     llm_mode,
 )
@@ -302,6 +303,10 @@ class _Cases:
     def finish(self, job: CaseJob) -> None:
         """Count a case run that was answered or retrieved: its record, the event, the callback."""
         record, cost = self._done.pop(job.index)
+        self.count(job, record, cost)
+
+    def count(self, job: CaseJob, record: CaseRecord, cost: float) -> None:
+        """Count a finished case run (here, or in a worker process: ``running.shards``)."""
         cfg = self.lineup.configs[job.config]
         self.records[job.index] = record
         cfg.completed += 1
@@ -606,6 +611,32 @@ def _accuracies(records: list[CaseRecord], first: str | None) -> tuple[float, fl
     return overall, generated
 
 
+async def _execute(request: RunRequest, mode: Mode, config: ProjectConfig, cases: _Cases, jobs: list[CaseJob], *,
+                   scorers: dict[str, Scorer], budget: Budget | None) -> Stopped | None:
+    """Make the case runs: all here, or shard 0 here and the others in worker processes
+    (``running.shards``; records counted here as they come, in the same order)."""
+    from nl2sql_assets.evaluation.running import shards
+
+    if request.shard is not None:  # a worker: its own shard only
+        mine = shards.Shard(*request.shard)
+        return await mode.execute(cases, [j for j in jobs if mine.holds(j.index)])
+    count = shards.shard_count(request, mode, len(jobs), custom_scorers=not shards.portable(scorers),
+                               budget=budget)
+    with shards.started(config, request, count) as workers:
+        if workers is None:
+            return await mode.execute(cases, jobs)
+        own = shards.Shard(0, count)
+        collector = asyncio.create_task(workers.collect(cases.count, jobs))
+        try:
+            stopped = await mode.execute(cases, [j for j in jobs if own.holds(j.index)])
+            await collector
+        finally:
+            collector.cancel()
+        for name, n in workers.unknown_cost_calls.items():
+            cases.lineup.configs[name].unknown_cost_calls += n
+        return stopped
+
+
 # ---------------------------------------------------------------- the entry points
 
 
@@ -656,7 +687,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
                 lineup.configs[job.config].planned += 1
             cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget, request.candidates,
                            run_engine.registry)
-            stopped = await mode.execute(cases, jobs)
+            stopped = await _execute(request, mode, config, cases, jobs, scorers=built, budget=budget)
             if cases.broken is not None:
                 stopped = "env_errors"
             cases.warn_unpriced()

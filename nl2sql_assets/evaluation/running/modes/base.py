@@ -140,6 +140,9 @@ class Mode:
     #: The kinds of case it runs (``answer``, ``routing``, ``probe``); the runner leaves the
     #: others out and counts them in the run's ``left_out``.
     kinds: ClassVar[frozenset[str]] = frozenset({"answer", "routing", "probe"})
+    #: Its jobs may be sharded over worker processes (``running.shards``): it spends nothing,
+    #: so no cap has to hold across processes.
+    shardable: ClassVar[bool] = False
 
     def select(self, runs: list[RoleRun]) -> list[RoleRun]:
         """The role runs this mode makes of those selected (by default all of them)."""

@@ -35,6 +35,7 @@ class PlansMode(Mode):
     no_llm: ClassVar[str] = "mode plans always runs on the gold LLM"
     #: A routing case has no plan to serve (it says where a question goes): left out, and counted.
     kinds: ClassVar[frozenset[str]] = frozenset({"answer", "probe"})
+    shardable: ClassVar[bool] = True
 
     @contextlib.contextmanager
     def lineup(self, setup: RunSetup) -> Iterator[Lineup]:

@@ -1,0 +1,67 @@
+"""Case runs sharded over worker processes: the records are those of a one-process run (apart
+from timings), in the same order, each announced once; a mode that spends never shards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nl2sql_assets.evaluation.running import shards
+from nl2sql_assets.evaluation.running.modes import get_mode
+from nl2sql_assets.evaluation.running.request import RunRequest
+from nl2sql_assets.project import Project
+
+CASES = ["chinook_001", "chinook_002", "chinook_010", "chinook_037", "chinook_probe_01", "chinook_probe_02"]
+
+
+def _without_timings(record: Any) -> dict[str, Any]:
+    data = record.model_dump(mode="json", exclude={"latency_s", "timings"})
+    if data.get("generated"):
+        data["generated"].pop("latency_s", None)
+        data["generated"].pop("timings", None)
+    return data
+
+
+def _run(project_dir: Path, workers: int) -> tuple[Any, list[str]]:
+    seen: list[str] = []
+    with Project.load(project_dir / "nl2sql.yaml") as project:
+        report = project.evals.run(mode="plans", cases=CASES, workers=workers,
+                                   on_case=lambda config, record, spent: seen.append(f"{record.case_id}@{record.role}"))
+    return report, seen
+
+
+def test_records_sharded_over_two_processes_are_those_of_one(demo_project: Path, monkeypatch: Any) -> None:
+    started: list[int] = []
+    real_init = shards.Workers.__init__
+
+    def counting_init(self: shards.Workers, config: Any, request: Any, count: int) -> None:
+        real_init(self, config, request, count)
+        started.extend(p.pid for p in self.procs)
+
+    monkeypatch.setattr(shards.Workers, "__init__", counting_init)
+    one, seen_one = _run(demo_project, 1)
+    assert started == []
+    two, seen_two = _run(demo_project, 2)
+    assert len(started) == 1  # shard 1 ran in its own process
+    records_one = one.configs["plans"].results
+    records_two = two.configs["plans"].results
+    assert len(records_one) >= 10 and all(r.status == "pass" for r in records_one)
+    assert [_without_timings(r) for r in records_two] == [_without_timings(r) for r in records_one]
+    assert sorted(seen_two) == sorted(seen_one) and len(set(seen_two)) == len(seen_two)  # each counted once
+    board = two.configs["plans"]
+    assert board.completed_cases == board.planned_cases == len(records_one)
+    assert two.request is not None and two.request.workers == 2
+
+
+def test_what_shards_and_what_does_not() -> None:
+    plans, full = get_mode("plans"), get_mode("full")
+    request = RunRequest(mode="plans")
+    big = 10 * shards.MIN_JOBS_PER_SHARD
+    assert shards.shard_count(request, plans, big, custom_scorers=False, budget=None) == min(2, shards.default_workers())
+    assert shards.shard_count(request, plans, 100, custom_scorers=False, budget=None) == 1  # too small by default
+    assert shards.shard_count(RunRequest(mode="plans", workers=2), plans, 100, custom_scorers=False, budget=None) == 2
+    assert shards.shard_count(RunRequest(mode="full", workers=2), full, big, custom_scorers=False, budget=None) == 1
+    assert shards.shard_count(RunRequest(mode="plans", workers=2), plans, big, custom_scorers=True, budget=None) == 1
+    shard = RunRequest(mode="plans", workers=2, shard=(1, 2))
+    assert shards.shard_count(shard, plans, big, custom_scorers=False, budget=None) == 1  # a shard never re-shards
+    assert [i for i in range(7) if shards.Shard(1, 3).holds(i)] == [1, 4]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import resource
 import sys
 import tempfile
 import time
@@ -29,6 +28,13 @@ from benchlib import load_average, print_table, python, run_child, spread, synth
 def _rss_now_mib() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _hwm_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -49,7 +55,7 @@ def child(path: Path, cache_dir: Path | None, as_json: bool) -> None:
         suite = load_suite(path, **kwargs)
         n = len(suite.cases)
     wall, cpu_s = time.perf_counter() - started, time.process_time() - cpu
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _hwm_mib()  # not ru_maxrss: Linux carries the parent's across exec
     print(json.dumps({"wall_s": wall, "cpu_s": cpu_s, "peak_mib": peak, "growth_mib": peak - after_import,
                       "cases": n}))
 

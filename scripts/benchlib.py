@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 @dataclass
 class ChildRun:
-    """One child process: wall seconds, CPU seconds (user + system), peak RSS (MiB), its output."""
+    """One child process: wall seconds, CPU seconds (user + system; its waited-for children
+    included), peak RSS (MiB), its output."""
 
     wall_s: float
     cpu_s: float
@@ -34,6 +36,7 @@ class ChildRun:
     rc: int
     stdout: str
     stderr: str
+    rss_all_mib: float = float("nan")  # the sum of the peaks of it and its child processes (workers)
 
     def json_line(self) -> dict[str, Any]:
         """The last line of stdout that is a JSON object (what a ``--child`` run prints)."""
@@ -53,17 +56,53 @@ def child_env(tree: Path | None) -> dict[str, str]:
 
 
 def run_child(args: Sequence[str], tree: Path | None, cwd: Path | None = None) -> ChildRun:
-    """Run ``args`` and measure it with ``wait4`` (the child's own CPU and peak RSS)."""
+    """Run ``args``; CPU from ``wait4``, peak RSS from polling ``VmHWM`` of it and its children.
+
+    ``ru_maxrss`` is useless here: Linux carries the parent's high-water mark across fork and
+    exec, so every child of a big benchmark process would report the parent's size."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
         proc = subprocess.Popen(list(args), env=child_env(tree), cwd=cwd, stdout=out, stderr=err, text=True)
+        peaks: dict[int, float] = {}
+        stop = threading.Event()
+        poller = threading.Thread(target=_poll_rss, args=(proc.pid, list(args), peaks, stop), daemon=True)
+        poller.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
+        stop.set()
+        poller.join()
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
         out.seek(0)
         err.seek(0)
-        return ChildRun(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode,
-                        out.read(), err.read())
+        return ChildRun(wall, usage.ru_utime + usage.ru_stime, peaks.get(proc.pid, float("nan")), proc.returncode,
+                        out.read(), err.read(), sum(peaks.values()) if peaks else float("nan"))
+
+
+def _poll_rss(pid: int, args: list[str], peaks: dict[int, float], stop: threading.Event) -> None:
+    """Keep each process's ``VmHWM`` (MiB): ``pid`` once it runs ``args``, and its descendants."""
+    want = "\0".join(args)
+    while not stop.is_set():
+        for p in [pid, *_descendants(pid)]:
+            try:
+                if p == pid and not Path(f"/proc/{p}/cmdline").read_text().startswith(want):
+                    continue  # not exec'd yet: still the parent's memory
+                for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peaks[p] = max(peaks.get(p, 0.0), int(line.split()[1]) / 1024)
+            except OSError:
+                continue
+        stop.wait(0.05)
+
+
+def _descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return out
+    for kid in kids:
+        out += [kid, *_descendants(kid)]
+    return out
 
 
 def python(*args: str) -> list[str]:

@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             if "inprocess" not in args.skip:
                 runs = []
                 for _ in range(args.repeat):
-                    cmd = python(__file__, "--child", str(demo.config), str(suite))
+                    cmd = python(str(Path(__file__).resolve()), "--child", str(demo.config), str(suite))
                     if w is not None:
                         cmd += ["--child-workers", str(w)]
                     result = run_child(cmd, args.tree)

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = []
             for n in range(args.repeat):
                 cache = folder / (f"cache-cold-{n}" if cold else "cache-warm")
-                cmd = python(__file__, "--child", str(as_json if "--json" in extra else suite))
+                cmd = python(str(Path(__file__).resolve()), "--child", str(as_json if "--json" in extra else suite))
                 if "--cache-dir" in extra:
                     cmd += ["--cache-dir", str(cache)]
                 if "--json" in extra:

@@ -62,7 +62,10 @@ def run_child(args: Sequence[str], tree: Path | None, cwd: Path | None = None) -
     exec, so every child of a big benchmark process would report the parent's size."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
-        proc = subprocess.Popen(list(args), env=child_env(tree), cwd=cwd, stdout=out, stderr=err, text=True)
+        # ``python -m`` and ``-c`` put the working folder first on the import path: run in the
+        # measured tree, or a checkout's package would shadow the other one's.
+        where = cwd if cwd is not None else (tree if tree is not None else REPO)
+        proc = subprocess.Popen(list(args), env=child_env(tree), cwd=where, stdout=out, stderr=err, text=True)
         peaks: dict[int, float] = {}
         stop = threading.Event()
         poller = threading.Thread(target=_poll_rss, args=(proc.pid, list(args), peaks, stop), daemon=True)

@@ -3,9 +3,13 @@ from timings), in the same order, each announced once; a mode that spends never 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from nl2sql_assets.config import load_config
 from nl2sql_assets.evaluation.running import shards
 from nl2sql_assets.evaluation.running.modes import get_mode
 from nl2sql_assets.evaluation.running.request import RunRequest
@@ -65,3 +69,11 @@ def test_what_shards_and_what_does_not() -> None:
     shard = RunRequest(mode="plans", workers=2, shard=(1, 2))
     assert shards.shard_count(shard, plans, big, custom_scorers=False, budget=None) == 1  # a shard never re-shards
     assert [i for i in range(7) if shards.Shard(1, 3).holds(i)] == [1, 4]
+
+
+def test_a_failing_worker_is_an_error_that_says_why(demo_project: Path) -> None:
+    config = load_config(demo_project / "nl2sql.yaml")
+    request = RunRequest(mode="plans", suites=[demo_project / "suites" / "missing.yaml"])
+    with shards.started(config, request, 2) as workers, pytest.raises(shards.ShardError, match=r"missing\.yaml"):
+        assert workers is not None
+        asyncio.run(workers.collect(lambda *args: None, []))

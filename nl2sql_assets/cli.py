@@ -94,6 +94,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--llm", action="extend", nargs="+", default=None, metavar="SPEC",
                      help="mode full: a preset, a file, or NAME=PRESET|FILE; repeat to compare "
                           "(default: the llm section of nl2sql.yaml)")
+    run.add_argument("--engine", action="append", default=None, metavar="NAME=URL|NAME",
+                     help="mode full: evaluate an engine over the HTTP contract (docs/engine-api.openapi.yaml) at "
+                          "URL, or one named under engines in nl2sql.yaml; repeat to compare (without --llm, only "
+                          "the engines run)")
     run.add_argument("--cases", action="extend", nargs="+", default=None, metavar="ID/TAG",
                      help="case ids or tags to run (default: every approved case)")
     run.add_argument("--roles", action="extend", nargs="+", default=None, metavar="R",
@@ -276,11 +280,18 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
                 raise UsageError(f"--llm {spec}: a config named {name!r} is given twice; "
                                  "name each with NAME=PRESET|FILE")
             llm[name] = section
+    engines = None
+    if args.engine:
+        if not mode.takes_llm:
+            raise UsageError(f"--engine applies to mode {llm_mode().name} only")
+        from nl2sql_assets.engines.kinds import engines_from_specs
+
+        engines = engines_from_specs(args.engine, project.config.engines, taken=list(llm or {}))
     if args.baseline:
-        _check_baseline_folder(args, out, list(llm) if llm else None)
+        _check_baseline_folder(args, out, [*(llm or {}), *(engines or {})] or None)
     request = RunRequest(suites=args.suite, mode=args.mode, llm=llm, cases=args.cases, roles=args.roles,
                          passes=args.passes, max_cost_usd=args.max_cost, clarify=args.clarify,
-                         candidates=args.candidates, workers=args.workers)
+                         candidates=args.candidates, workers=args.workers, engines=engines)
     from nl2sql_assets.evaluation.reporting.streamed import (
         RecordStream,
         all_records,
@@ -675,7 +686,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if isinstance(exc, ChinookNotFound):
             print(_chinook_hint(argv), file=sys.stderr)
-        return EXIT_USAGE
+        from nl2sql_assets.errors import CapRefused
+
+        return EXIT_COST_CAP if isinstance(exc, CapRefused) else EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Kept apart from ``cli.py`` so that file only registers these commands and dispat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -94,14 +95,26 @@ def add_serve_command(sub: Any, fmt: dict[str, Any]) -> None:
                                        "built-in engine behind POST /ask, for testing an HTTP client.", **fmt)
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
     serve.add_argument("--port", type=int, default=8765, help="the port to listen on (0: any free port)")
+    serve.add_argument("--gold", default=None, metavar="SUITE",
+                       help="answer on the gold LLM of this suite's cases (no key, nothing spent): to test a "
+                            "client or the evaluation of an HTTP engine end to end")
 
 
 def cmd_serve(args: argparse.Namespace, config_path: Path) -> int:
     from nl2sql_assets.engines import BuiltinEngine, EngineServer
     from nl2sql_assets.project import Project
 
-    with Project.load(config_path) as project:
-        server = EngineServer(BuiltinEngine(project.engine), args.host, args.port)
+    with Project.load(config_path) as project, contextlib.ExitStack() as stack:
+        engine = project.engine
+        if args.gold:
+            from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer
+            from nl2sql_assets.evaluation.suites import load_suite
+
+            suite = load_suite(project.config.resolve(args.gold))
+            gold = stack.enter_context(GoldLLMServer(suite.cases, engine.bus, synthesizer="rows",
+                                                     curated=project.config.curated))
+            engine = engine.derive(llm=gold.llm_config(), plan_cache=False)
+        server = EngineServer(BuiltinEngine(engine), args.host, args.port)
         print(f"serving the built-in engine at {server.url}/ask (Ctrl-C stops)", flush=True)
         try:
             server.serve_forever()

@@ -332,10 +332,27 @@ class ProjectConfig(StrictModel):
     settings: EngineSettings = Field(default_factory=EngineSettings)
     curated: list[CuratedAnswer] = Field(default_factory=list)
     evals: EvalsConfig | EvalsRef = Field(default_factory=EvalsConfig)
+    #: engines to evaluate by name (each a config of mode full): ``{NAME: {kind: http, url, ...}}``,
+    #: each entry checked by its kind (``nl2sql_assets.engines.kinds``)
+    engines: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     # Filled by the loader, never by the file.
     root: Path = Field(default=Path("."), exclude=True)
     source: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("engines")
+    @classmethod
+    def _engine_entries(cls, engines: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        from nl2sql_assets.engines.kinds import parse_engine_config
+        from nl2sql_assets.evaluation.running.named_configs import validate_config_name
+
+        for name, entry in engines.items():
+            try:
+                validate_config_name(name)
+                parse_engine_config(name, entry)
+            except Exception as exc:  # one line naming the entry and field, not a pydantic dump
+                raise ValueError(str(exc)) from None
+        return engines
 
     @model_validator(mode="after")
     def _unique_ids(self) -> ProjectConfig:

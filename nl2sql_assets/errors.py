@@ -17,6 +17,11 @@ class RunRefused(UserError, RuntimeError):
     the target of drafts). Nothing was spent."""
 
 
+class CapRefused(RunRefused):
+    """A dollar cap that cannot be held as asked (against an engine that reports no cost): the
+    CLI exits 3, as for a run stopped at its cap. Nothing was spent."""
+
+
 def validation_summary(exc: Exception) -> str:
     """A pydantic ValidationError as one line: the first problem (field and message) and how
     many more there are, without pydantic's multi-line dump and help links. Any other

@@ -135,6 +135,7 @@ class Evals:
         budget: SpendLedger | None = None,
         extra_scorers: Mapping[str, type] | None = None,
         workers: int | None = None,
+        engines: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> EvalReport:
         """Run the suites (evals.yaml's by default); ``budget`` shares the dollar cap with other runs.
 
@@ -144,7 +145,9 @@ class Evals:
         ``on_case(config, record, spent)`` is called after each case run. ``extra_scorers``
         (name -> scorer class, written in code) run beside the named scorers, for this run only;
         their summaries reach the report. ``workers`` shards the case runs over that many
-        processes (``running.shards``; None: up to two on big runs of a mode that spends nothing)."""
+        processes (``running.shards``; None: up to two on big runs of a mode that spends nothing).
+        ``engines`` (name -> engine entry, e.g. ``{"kind": "http", "url": ...}``) are asked
+        through the engine contract, each a config of mode full."""
         from nl2sql_assets.evaluation.running import RunRequest
 
         registry = None
@@ -157,6 +160,7 @@ class Evals:
         request = RunRequest(
             suites=suites, mode=mode, llm=llm, cases=cases, roles=roles, scorers=scorers, curated=curated,
             passes=passes, pass_numbers=pass_numbers, max_cost_usd=max_cost_usd, clarify=clarify, workers=workers,
+            engines={name: dict(entry) for name, entry in engines.items()} if engines is not None else None,
         )
         return self.run_request(request, on_case=on_case, budget=budget, scorers=registry)
 

@@ -25,6 +25,7 @@ from nl2sql_assets.redact import redact, register_secrets
 #: error codes of replies the adapter writes itself
 HTTP_ERROR, BAD_REPLY, UNREACHABLE, TOO_LARGE = "ENGINE_HTTP_ERROR", "ENGINE_BAD_REPLY", "ENGINE_UNREACHABLE", \
     "ENGINE_REPLY_TOO_LARGE"
+_KIND_OF_STATUS = {401: "auth", 403: "auth", 404: "not_found"}
 
 
 class HttpEngineConfig(StrictModel):
@@ -36,6 +37,8 @@ class HttpEngineConfig(StrictModel):
     timeout_s: float = 60.0
     retries: int = 2
     max_reply_bytes: int = 32 * 1024 * 1024
+    #: the engine puts cost_usd in every reply: only then may a run hold it under a dollar cap
+    reports_cost: bool = False
 
 
 class HttpEngine:
@@ -53,7 +56,7 @@ class HttpEngine:
         data = json.dumps(body).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json", **self.config.headers}
         started = time.perf_counter()
-        last = ""
+        last, kind = "", "transport"
         for attempt in range(self.config.retries + 1):
             if attempt:
                 time.sleep(min(0.25 * 2 ** (attempt - 1), 2.0))
@@ -64,16 +67,20 @@ class HttpEngine:
             except urllib.error.HTTPError as exc:
                 last = f"HTTP {exc.code} from {self.url}: {exc.read(500).decode('utf-8', 'replace')}"
                 if exc.code == 429 or exc.code >= 500:
+                    kind = "rate_limit" if exc.code == 429 else "server"
                     continue
-                return self._failed(HTTP_ERROR, last, started)
+                # 401/403/404: the way to the engine is wrong (an outage of ours); another 4xx is the engine's
+                return self._failed(HTTP_ERROR, last, started, _KIND_OF_STATUS.get(exc.code))
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-                last = f"{self.url}: {getattr(exc, 'reason', exc)}"
+                reason = getattr(exc, "reason", exc)
+                last = f"{self.url}: {reason}"
+                kind = "timeout" if isinstance(reason, TimeoutError) or isinstance(exc, TimeoutError) else "transport"
                 continue
             if len(raw) > self.config.max_reply_bytes:
                 return self._failed(TOO_LARGE, f"{self.url}: the reply is over {self.config.max_reply_bytes} bytes",
                                     started)
             return self._parse(raw, started)
-        return self._failed(UNREACHABLE, f"{last} (after {self.config.retries + 1} attempts)", started)
+        return self._failed(UNREACHABLE, f"{last} (after {self.config.retries + 1} attempts)", started, kind)
 
     def _parse(self, raw: bytes, started: float) -> EngineReply:
         try:
@@ -85,6 +92,8 @@ class HttpEngine:
         timings["http"] = time.perf_counter() - started
         return reply.model_copy(update={"timings": timings})
 
-    def _failed(self, code: str, message: str, started: float) -> EngineReply:
+    def _failed(self, code: str, message: str, started: float, env_error: str | None = None) -> EngineReply:
+        """An error reply of the adapter's own; ``env_error`` (an ``EnvErrorKind``) when the way to
+        the engine failed (5xx, timeout, connection, auth), which is an outage, not the engine's answer."""
         return EngineReply(status="error", error_code=code, answer=redact(message),
-                           timings={"http": time.perf_counter() - started})
+                           timings={"http": time.perf_counter() - started}, env_error=env_error)

@@ -52,3 +52,7 @@ class LLMCall(StrictModel):
     #: transport), not for what the model answered
     error_kind: EnvErrorKind | None = None
     status_code: int | None = None  # the provider's HTTP status of the last failed attempt
+    #: an engine that prices itself (an evaluated engine's reply): priced by ``cost_usd`` alone,
+    #: unknown when it reported none; never by a price row of ours
+    priced_by_reply: bool = False
+    cost_usd: float | None = None

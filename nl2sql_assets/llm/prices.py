@@ -107,6 +107,12 @@ def price_calls(calls: Iterable[LLMCall], llm: LLMConfig, *, config: str = "defa
     total = 0.0
     unknown = 0
     for call in calls:
+        if call.priced_by_reply:  # an evaluated engine's own figure: its model is not ours to price
+            if call.cost_usd is None:
+                unknown += 1 if call.attempts > 0 else 0
+            else:
+                total += call.cost_usd
+            continue
         if call.usage is None:
             unknown += 1 if call.attempts > 0 else 0
             continue

@@ -16,7 +16,7 @@ from pydantic import ConfigDict, Field, field_serializer, field_validator
 
 from nl2sql_assets.config import LLMConfig, ProjectConfig, StrictModel
 from nl2sql_assets.errors import RunRefused
-from nl2sql_assets.evaluation.running.modes import get_mode, resolve_config
+from nl2sql_assets.evaluation.running.modes import get_mode, llm_mode, resolve_config
 from nl2sql_assets.evaluation.running.named_configs import DEFAULT_CONFIG, validate_config_name
 
 REDACTED = "<redacted>"
@@ -47,6 +47,9 @@ class RunRequest(StrictModel):
     workers: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
     #: Run only the jobs of one shard, (index, count): job ``i`` when ``i % count == index``.
     shard: tuple[int, int] | None = Field(default=None, exclude_if=lambda v: v is None)
+    #: config name -> engine entry (``{kind: http, url, ...}``, ``engines.kinds``): engines asked
+    #: through the engine contract beside (or instead of) the llm sections; mode full only
+    engines: dict[str, dict[str, Any]] | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @field_validator("mode")
     @classmethod
@@ -64,6 +67,30 @@ class RunRequest(StrictModel):
         for name in llm:
             validate_config_name(str(name))
         return dict(llm)
+
+    @field_validator("engines")
+    @classmethod
+    def _engine_entries(cls, engines: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]] | None:
+        """Each entry valid for its kind; names are partition keys. Kept as given (JSON)."""
+        if engines is None:
+            return None
+        if not engines:
+            raise RunRefused("engines must be None or a non-empty mapping of names to engine entries")
+        from nl2sql_assets.engines.kinds import parse_engine_config
+
+        for name, entry in engines.items():
+            validate_config_name(name)
+            parse_engine_config(name, entry)
+        return engines
+
+    @field_serializer("engines")
+    def _engines_without_secrets(self, engines: dict[str, dict[str, Any]] | None) -> dict[str, Any] | None:
+        """Recorded without secrets: header values are written as ``<redacted>``."""
+        if engines is None:
+            return None
+        return {name: {**entry, **({"headers": dict.fromkeys(entry["headers"], REDACTED)}
+                                   if isinstance(entry.get("headers"), dict) else {})}
+                for name, entry in engines.items()}
 
     @field_validator("passes")
     @classmethod
@@ -97,6 +124,8 @@ class RunRequest(StrictModel):
     def for_config(cls, name: str, config: ProjectConfig, **options: Any) -> RunRequest:
         """The request a named config makes (a Dagster partition): its mode, and its llm section
         under its own name for a mode that takes one."""
+        if name in config.engines:  # an engine named in nl2sql.yaml is a config of its own
+            return cls(mode=llm_mode().name, engines={name: config.engines[name]}, **options)
         mode, section = resolve_config(name, config)
         return cls(mode=mode, llm={name: section} if section is not None else None, **options)
 

@@ -678,9 +678,11 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
     # The mode sets its runtimes up (all derived from the engine, on its datasources and bus).
     if request.llm is not None and not mode.takes_llm:
         raise RunRefused(f"llm= is for mode {llm_mode().name}; {mode.no_llm}")
+    if request.engines is not None and not mode.takes_llm:
+        raise RunRefused(f"engines are asked in mode {llm_mode().name}; mode {mode.name} runs the built-in engine")
     with isolated_engine(engine, index_folder) as (run_engine, isolation):
         setup = RunSetup(config=config, engine=run_engine, runs=runs, llm=request.llm, curated=request.curated,
-                         max_cost_usd=request.max_cost_usd)
+                         max_cost_usd=request.max_cost_usd, engines=request.engines)
         with mode.lineup(setup) as lineup:
             jobs = _jobs(runs, pass_list, list(lineup.configs))
             for job in jobs:

@@ -80,9 +80,10 @@ def reserved_config_names() -> list[str]:
 
 def discover_configs(config: ProjectConfig) -> list[str]:
     """Every config a project can run: the key-free ones, then its LLM configs (``default`` when
-    nl2sql.yaml has its own llm section, the shipped presets, ``configs/*.yaml``)."""
+    nl2sql.yaml has its own llm section, the shipped presets, ``configs/*.yaml``), then the
+    engines nl2sql.yaml names."""
     seen: list[str] = []
-    for name in [*key_free_configs(), *llm_config_names(config)]:
+    for name in [*key_free_configs(), *llm_config_names(config), *config.engines]:
         validate_config_name(name)
         if name not in seen:
             seen.append(name)
@@ -95,6 +96,8 @@ def resolve_config(name: str, config: ProjectConfig) -> tuple[str, LLMConfig | N
     for mode in MODES.values():
         if mode.config_name == name:
             return mode.name, None
+    if name in config.engines:  # an engine: asked through the engine contract, no llm section of ours
+        return llm_mode().name, None
     section = find_llm_config(name, config)
     if section is None:
         raise ConfigError(f"unknown config {name!r}: not a preset, not in {project_configs_dir(config)}")

@@ -76,6 +76,7 @@ class RunSetup:
     llm: dict[str, LLMConfig] | None = None
     curated: bool | None = None
     max_cost_usd: float | None = None
+    engines: dict[str, dict[str, Any]] | None = None  # config name -> engine entry (``engines.kinds``)
 
 
 @dataclass(frozen=True)

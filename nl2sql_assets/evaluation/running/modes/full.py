@@ -8,6 +8,7 @@ cases concurrently would let several unknown costs land past the cap at once.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
@@ -39,15 +40,26 @@ class FullMode(Mode):
     def lineup(self, setup: RunSetup) -> Iterator[Lineup]:
         config = setup.config
         evals = config.evals_config
-        cap = setup.max_cost_usd if setup.max_cost_usd is not None else evals.max_cost_usd
-        if cap is None:
-            raise RunRefused(
-                "mode full calls a paid model and needs a dollar cap: pass max_cost_usd or set it in evals.yaml"
-            )
-        if cap <= 0:
+        engines = setup.engines or {}
+        only_engines = bool(engines) and setup.llm is None  # no model of ours is called
+        if only_engines:
+            from nl2sql_assets.engines.lineup import engines_only_cap
+
+            cap = engines_only_cap(engines, setup.max_cost_usd, evals.max_cost_usd)
+        else:
+            cap = setup.max_cost_usd if setup.max_cost_usd is not None else evals.max_cost_usd
+            if cap is None:
+                raise RunRefused(
+                    "mode full calls a paid model and needs a dollar cap: pass max_cost_usd or set it in evals.yaml"
+                )
+        if cap is not None and cap <= 0:
             raise RunRefused(f"max_cost_usd must be above 0, got {cap}")
         curated = evals.curated if setup.curated is None else setup.curated
-        sections = llm_sections(config, setup.llm)
+        if engines and not only_engines:
+            from nl2sql_assets.engines.lineup import refuse_uncosted
+
+            refuse_uncosted(engines, cap)  # the cap covers every config of the run
+        sections = llm_sections(config, setup.llm) if not only_engines else {}
         nodes = [n for n in NODE_NAMES if n != "curated" or (curated and config.curated)]
         from nl2sql_assets.llm.prices import check_prices
 
@@ -66,13 +78,19 @@ class FullMode(Mode):
                 else None
             )
             configs[name] = ConfigRun(name, section, runtime, models_of(section, nodes), generated)
+        if engines:
+            from nl2sql_assets.engines.lineup import engine_configs
+
+            for name in engines:
+                if name in configs:
+                    raise RunRefused(f"config {name!r} is both an llm section and an engine: name them apart")
+            configs.update(engine_configs(engines, engine.derive(plan_cache=False), setup.runs))
         settings = {"plan_cache": False, "max_concurrency": 1, "retry_budget": config.settings.retry_budget}
         yield Lineup(configs, settings, curated=curated, max_cost_usd=cap)
 
     async def execute(self, loop: CaseLoop, jobs: Sequence[CaseJob]) -> Stopped | None:
-        cap = loop.lineup.max_cost_usd
-        assert cap is not None, "the lineup sets the cap"
-        return await loops.under_cap(loop, jobs, cap)
+        cap = loop.lineup.max_cost_usd  # None: engines only, none of which reports cost
+        return await loops.under_cap(loop, jobs, cap if cap is not None else math.inf)
 
     def gate_rules(self, settings: GateSettings, curated: bool) -> GateRules:
         """Real models are not deterministic: a few flips are allowed, a significant drop is not;

@@ -9,12 +9,9 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -23,6 +20,7 @@ from nl2sql_assets import Project
 from nl2sql_assets.cli import main
 from nl2sql_assets.engines.kinds import EngineConfigError
 from nl2sql_assets.evaluation.running.results import CaseRecord
+from tests.engine_servers import RecordingEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,40 +85,13 @@ def test_the_readme_engine_runs_and_its_leak_is_caught(demo_project: Path, readm
         assert "expected SECURITY_VIOLATION" in leak["reason"]
 
 
-class _Recording(ThreadingHTTPServer):
-    """An engine in the test's process that answers SQL only and keeps the headers it was sent."""
-
-    def __init__(self, answers: dict[str, str]) -> None:
-        self.answers, self.headers_seen = answers, []  # type: ignore[var-annotated]
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                server.headers_seen.append(dict(self.headers))
-                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                sql = server.answers.get(request["question"])
-                body = json.dumps({"status": "answered", "sql": sql, "cost_usd": 0.001,
-                                   "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
-                                  if sql else {"status": "unanswerable"}).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-
 def test_an_engine_named_in_nl2sql_yaml_with_a_secret_header(demo_project: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from nl2sql_assets.evaluation.suites import load_suite
 
     suite = load_suite(demo_project / "suites" / "chinook.yaml")
     answers = {c.question: c.sql for c in suite.cases if c.id in ("chinook_010", "chinook_002") and c.sql}
-    engine = _Recording(answers)
+    engine = RecordingEngine(answers)
     try:
         path = demo_project / "nl2sql.yaml"
         data = yaml.safe_load(path.read_text())

@@ -10,9 +10,10 @@ from typing import Any
 
 
 class RecordingEngine(ThreadingHTTPServer):
-    """An engine in the test's process that answers SQL only and keeps the headers it was sent."""
+    """An engine in the test's process that answers SQL only and keeps the headers it was sent;
+    with ``status`` (e.g. 503) it answers every request with that HTTP error instead."""
 
-    def __init__(self, answers: dict[str, str]) -> None:
+    def __init__(self, answers: dict[str, str], status: int = 200) -> None:
         self.answers, self.headers_seen = answers, []  # type: ignore[var-annotated]
         server = self
 
@@ -23,6 +24,9 @@ class RecordingEngine(ThreadingHTTPServer):
             def do_POST(self) -> None:
                 server.headers_seen.append(dict(self.headers))
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if status != 200:
+                    self.send_error(status)
+                    return
                 sql = server.answers.get(request["question"])
                 body = json.dumps({"status": "answered", "sql": sql, "cost_usd": 0.001,
                                    "usage": {"prompt_tokens": 10, "completion_tokens": 5}}

@@ -33,6 +33,9 @@ def add_bench_commands(sub: Any, esub: Any, fmt: dict[str, Any]) -> None:
     imp.add_argument("--limit", type=int, default=None, metavar="N", help="import only the first N questions")
     imp.add_argument("--row-limit", type=int, default=10_000, metavar="N", help="each datasource's row limit")
     imp.add_argument("--timeout", type=float, default=30.0, metavar="S", help="each datasource's query timeout")
+    imp.add_argument("--approve", action="store_true",
+                     help="take the benchmark's gold as reviewed: cases whose gold SQL gave rows are written approved, "
+                          "so eval run and the gate take them (default: drafts, for eval grade)")
 
     grade = esub.add_parser("grade", help="score a predictions file against a suite, no engine involved",
                             description="Run each predicted SQL read-only and compare it with the case's gold "
@@ -49,8 +52,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from nl2sql_assets.public_benchmarks import import_benchmark
 
     report = import_benchmark(args.benchmark, args.folder, args.out, questions=args.questions, split=args.split,
-                              limit=args.limit, row_limit=args.row_limit, timeout_s=args.timeout)
-    print(f"{report.suite}: {report.cases} {report.benchmark} {report.split} question(s) imported as drafts over "
+                              limit=args.limit, row_limit=args.row_limit, timeout_s=args.timeout,
+                              approve=args.approve)
+    status = "approved where rows were written" if args.approve else "drafts"
+    print(f"{report.suite}: {report.cases} {report.benchmark} {report.split} question(s) imported as {status} over "
           f"{report.databases} database(s); rows written for {report.with_rows}")
     print(f"{report.config}: the project (grade with: nl2sql-assets --config {report.config} eval grade "
           f"PREDICTIONS --suite {report.suite})")

@@ -91,10 +91,23 @@ def _config_data(folder: BenchmarkFolder, suite_rel: str, row_limit: int, timeou
             "evals": {"suites": [suite_rel]}}
 
 
+def _approve_with_rows(suite_path: Path, failed: set[str]) -> None:
+    """Mark approved every case whose gold SQL gave rows (its benchmark's review stands for ours)."""
+    from nl2sql_assets.evaluation.suites import load_suite
+
+    suite = load_suite(suite_path)
+    cases = [EvalCase.model_validate({**c.model_dump(exclude_unset=True), "status": "approved"})
+             if c.id not in failed and c.rows is not None else c for c in suite.cases]
+    write_suite(suite.model_copy(update={"cases": cases}), suite_path)
+
+
 def import_benchmark(name: str, root: str | Path, out: str | Path, *, questions: str | None = None,
                      split: str | None = None, limit: int | None = None, row_limit: int = 10_000,
-                     timeout_s: float = 30.0) -> BenchImportReport:
+                     timeout_s: float = 30.0, approve: bool = False) -> BenchImportReport:
     """Read the folder, write the project at ``out`` (``nl2sql.yaml`` and the suite) and its rows.
+
+    ``approve`` takes the benchmark's gold as reviewed: each case whose gold SQL gave rows is
+    written ``approved`` (so ``eval run`` and the gate take it); a case without rows stays a draft.
 
     An ``nl2sql.yaml`` at ``out`` that an earlier import did not write is refused, and so is a
     suite holding approved cases (drafts never overwrite reviewed work)."""
@@ -126,6 +139,8 @@ def import_benchmark(name: str, root: str | Path, out: str | Path, *, questions:
     write_suite(EvalSuite(cases=cases), suite_path, header=suite_header)
     with DatasourceRegistry(config) as registry:
         regen = regenerate(suite_path, registry, include_drafts=True)
+    if approve:
+        _approve_with_rows(suite_path, {f.case_id for f in regen.failed})
     return BenchImportReport(benchmark=folder.format.name, split=folder.split, config=config_path, suite=suite_path,
                              cases=len(cases), databases=len(folder.databases), with_rows=regen.cases,
                              failed=regen.failed)

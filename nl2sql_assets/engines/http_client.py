@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError
 
@@ -43,6 +43,10 @@ class HttpEngineConfig(StrictModel):
 
 class HttpEngine:
     """An ``NL2SQLEngine`` over HTTP."""
+
+    #: its error replies about the way to the engine (``env_error``) are written here, never taken
+    #: from the remote side: an engine cannot turn its own failure into an outage
+    writes_env_errors: ClassVar[bool] = True
 
     def __init__(self, config: HttpEngineConfig) -> None:
         self.config = config
@@ -90,6 +94,8 @@ class HttpEngine:
                                 started)
         timings = dict(reply.timings or {})
         timings["http"] = time.perf_counter() - started
+        if reply.model_extra and "env_error" in reply.model_extra:
+            del reply.model_extra["env_error"]  # the remote side's word for it is not taken (see writes_env_errors)
         return reply.model_copy(update={"timings": timings})
 
     def _failed(self, code: str, message: str, started: float, env_error: str | None = None) -> EngineReply:

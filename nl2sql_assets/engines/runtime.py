@@ -87,7 +87,9 @@ class EngineRuntime:
     def result_of(self, reply: EngineReply, question: str, role: str, datasource: str | None,
                   seconds: float) -> QueryResult:
         datasource = str((reply.model_extra or {}).get("datasource") or datasource or "") or None
-        env_error = (reply.model_extra or {}).get("env_error")
+        # only an adapter that writes its own outage replies is believed (HttpEngine); an engine's word is not
+        env_error = (reply.model_extra or {}).get("env_error") if getattr(self.engine, "writes_env_errors", False) \
+            else None
         usage = (Usage(input_tokens=reply.usage.prompt_tokens, output_tokens=reply.usage.completion_tokens)
                  if reply.usage is not None else None)
         call = LLMCall(node=ENGINE_NODE, model=self.described, usage=usage,

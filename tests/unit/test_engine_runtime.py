@@ -35,8 +35,8 @@ def checker(chinook_path: Path) -> Iterator[Engine]:
     engine.registry.close()
 
 
-def _read(checker: Engine, reply: EngineReply, role: str = "viewer") -> object:
-    runtime = EngineRuntime("e", Fits(), "test:e", checker, {})
+def _read(checker: Engine, reply: EngineReply, role: str = "viewer", engine: object = None) -> object:
+    runtime = EngineRuntime("e", engine or Fits(), "test:e", checker, {})  # type: ignore[arg-type]
     return runtime.result_of(reply, "q?", role, "chinook", 0.25)
 
 
@@ -70,6 +70,9 @@ def test_statuses_rows_and_price(checker: Engine) -> None:
     assert (clarify.status, clarify.clarification) == ("needs_clarification", "Which year?")
     own = _read(checker, EngineReply(status="error", error_code="PLANNER_FAILED", answer="bad plan"))
     assert (own.error_code, own.calls[0].error_kind) == ("PLANNER_FAILED", None)  # the engine's own failure
+    # an engine cannot call its own failure an outage (only the HTTP adapter writes env_error)
+    claimed = _read(checker, EngineReply(status="error", error_code="X", env_error="server"))
+    assert (claimed.error_code, claimed.calls[0].error_kind) == ("X", None)
 
 
 def test_an_engine_behind_a_5xx_or_gone_is_an_environment_error(checker: Engine) -> None:
@@ -80,10 +83,13 @@ def test_an_engine_behind_a_5xx_or_gone_is_an_environment_error(checker: Engine)
         down.shutdown()
         down.server_close()
     assert reply.model_extra["env_error"] == "server" and len(down.headers_seen) == 2  # retried once
-    result = _read(checker, reply)
+    http = HttpEngine(HttpEngineConfig(url="http://127.0.0.1:1"))
+    result = _read(checker, reply, engine=http)
     assert (result.error_code, result.calls[0].error_kind) == ("PROVIDER_ERROR", "server")
     gone = HttpEngine(HttpEngineConfig(url=f"http://127.0.0.1:{down.server_address[1]}", retries=0)).ask("q", "a")
-    assert _read(checker, gone).calls[0].error_kind == "transport"
+    assert _read(checker, gone, engine=http).calls[0].error_kind == "transport"
+    # a remote reply that names an env_error itself is read as the engine's error
+    assert http._parse(b'{"status": "error", "error_code": "X", "env_error": "server"}', 0.0).model_extra == {}
 
 
 class Fits:

@@ -4,12 +4,12 @@ are gated against that record."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from nl2sql_assets.cli import main
+from nl2sql_assets.evaluation.reporting import load_report
 from nl2sql_assets.evaluation.suites import load_suite
 from tests.engine_servers import RecordingEngine
 from tests.unit.test_bench_import import SPIDER_QUESTIONS, _spider_folder, databases  # noqa: F401 (a fixture)
@@ -36,7 +36,7 @@ def test_an_imported_spider_sample_runs_and_gates(tmp_path: Path, databases: dic
     try:
         first = tmp_path / "first.json"
         assert _run(project, url, first) == 0, capsys.readouterr()
-        report = json.loads(first.read_text())
+        report = load_report(first).model_dump(mode="json")  # the summary and its records file
         results = report["configs"]["gold"]["results"]
         assert [(r["case_id"], r["status"]) for r in results] == [
             ("spider_dev_0000", "pass"), ("spider_dev_0001", "pass"), ("spider_dev_0002", "pass"),

@@ -19,6 +19,7 @@ import yaml
 from nl2sql_assets import Project
 from nl2sql_assets.cli import main
 from nl2sql_assets.engines.kinds import EngineConfigError
+from nl2sql_assets.evaluation.reporting import load_report
 from nl2sql_assets.evaluation.running.results import CaseRecord
 from tests.engine_servers import RecordingEngine
 
@@ -72,7 +73,7 @@ def test_the_readme_engine_runs_and_its_leak_is_caught(demo_project: Path, readm
     printed = capsys.readouterr()
     assert code == 0, printed  # no threshold of the demo reads outcomes; the board does
     assert "mine: execution accuracy 66.7% (4/6" in printed.out
-    report = json.loads(out.read_text())
+    report = load_report(out).model_dump(mode="json")  # the summary and its records file
     records = {(r["case_id"], r["role"]): r for r in report["configs"]["mine"]["results"]}
     for role in ("admin", "analyst", "viewer"):  # SQL only: executed here, the rows are the gold ones
         assert records[("chinook_010", role)]["status"] == "pass", records[("chinook_010", role)]["reason"]

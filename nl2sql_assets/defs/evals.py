@@ -57,20 +57,12 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                     "the case records go to the warehouse.",
     )
     def case_runs(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.reporting import build_report, headline_metrics
-        from nl2sql_assets.evaluation.running import RunRequest
-
-        keys = context.partition_key.keys_by_dimension
-        config, pass_index = keys["config"], int(keys["pass"])
-        cap = context.run.tags.get(BUDGET_TAG)
-        # Every run of one backfill draws on one spend ledger, so the cap covers the whole backfill.
-        budget = context.run.tags.get("dagster/backfill") or context.run.run_id
+        config, pass_index = partition_config_pass(context)
         warehouse = project.warehouse
         with project.open() as proj:
-            request = RunRequest.for_config(config, proj.config, suites=[suite_path], pass_numbers=[pass_index],
-                                            max_cost_usd=float(cap) if cap else None)
+            request = partition_request(context, proj.config, suite_path, config, pass_index)
             started = time.perf_counter()
-            runs = proj.evals.run_cases(request, budget=warehouse.ledger(budget))
+            runs = proj.evals.run_cases(request, budget=warehouse.ledger(budget_name(context)))
             seconds = time.perf_counter() - started
         if runs.meta.incomplete:  # an outage: never stored as the model's numbers
             kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(runs.meta.env_errors.items()))
@@ -78,19 +70,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                 f"incomplete: case runs failed for the environment, not the model ({kinds}); nothing stored. "
                 + (runs.meta.breaker or "")))
         path = warehouse.write_pass(suite_name, config, pass_index, runs.records, runs.meta)
-        report = build_report(runs.records, runs.meta)
-        board = next(iter(report.configs.values()))
-        s = board.summary.total
-        return dg.MaterializeResult(metadata=safe_metadata({
-            "passed": s["pass"], "failed": s["fail"], "errors": s["error"], "skipped": s["skip"],
-            **headline_metrics(board, report.mode),  # only the measures that apply to the mode
-            **board.summary_metrics(),  # what each scorer contributes
-            "cost_usd": board.cost.total_usd,
-            "seconds": round(seconds, 3),
-            "mode": report.mode,
-            "stopped": report.stopped or "",
-            "records": dg.MetadataValue.path(str(path)),
-        }))
+        return dg.MaterializeResult(metadata=case_runs_metadata(runs, seconds, path))
 
     @dg.asset(
         key=scoreboard_key,
@@ -206,6 +186,46 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         }))
 
     return [case_runs, scoreboard, regression_gate, scoreboard_history, eval_report, benchmark_records]
+
+
+def partition_config_pass(context: dg.OpExecutionContext) -> tuple[str, int]:
+    """The (config, pass) of a case_runs partition."""
+    keys = context.partition_key.keys_by_dimension
+    return keys["config"], int(keys["pass"])
+
+
+def budget_name(context: dg.OpExecutionContext) -> str:
+    """Every run of one backfill draws on one spend ledger, so the cap covers the whole backfill."""
+    return context.run.tags.get("dagster/backfill") or context.run.run_id
+
+
+def partition_request(context: dg.OpExecutionContext, project_config: Any, suite_path: Path, config: str,
+                      pass_index: int) -> Any:
+    """The RunRequest of one partition: the config's mode, this pass, the run's cap tag."""
+    from nl2sql_assets.evaluation.running import RunRequest
+
+    cap = context.run.tags.get(BUDGET_TAG)
+    return RunRequest.for_config(config, project_config, suites=[suite_path], pass_numbers=[pass_index],
+                                 max_cost_usd=float(cap) if cap else None)
+
+
+def case_runs_metadata(runs: Any, seconds: float, path: Path) -> dict[str, Any]:
+    """What a case_runs materialisation shows: counts, the mode's headline, cost, time, the records."""
+    from nl2sql_assets.evaluation.reporting import build_report, headline_metrics
+
+    report = build_report(runs.records, runs.meta)
+    board = next(iter(report.configs.values()))
+    s = board.summary.total
+    return safe_metadata({
+        "passed": s["pass"], "failed": s["fail"], "errors": s["error"], "skipped": s["skip"],
+        **headline_metrics(board, report.mode),  # only the measures that apply to the mode
+        **board.summary_metrics(),  # what each scorer contributes
+        "cost_usd": board.cost.total_usd,
+        "seconds": round(seconds, 3),
+        "mode": report.mode,
+        "stopped": report.stopped or "",
+        "records": dg.MetadataValue.path(str(path)),
+    })
 
 
 def _headline_table(rows: list[tuple[str, str]]) -> dg.TableMetadataValue:

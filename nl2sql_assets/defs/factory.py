@@ -6,8 +6,10 @@ from pathlib import Path
 
 import dagster as dg
 
+from nl2sql_assets.cluster.settings import cluster_profile
 from nl2sql_assets.config import load_config
 from nl2sql_assets.defs.automation import build_automation, build_jobs
+from nl2sql_assets.defs.cluster import build_sharded_case_runs, celery_executor
 from nl2sql_assets.defs.datasets import build_schema_snapshots, build_suite_assets, demo_datasets
 from nl2sql_assets.defs.evals import build_eval_assets, build_gate_all_check
 from nl2sql_assets.defs.resources import ProjectResource
@@ -27,6 +29,7 @@ def build_defs(config_path: str | Path) -> dg.Definitions:
 
 def _build_defs(config_path: Path) -> dg.Definitions:
     config = load_config(config_path)
+    cluster = cluster_profile()  # None: the embedded default (SQLite, in-process)
     suites = [(Path(p).stem, Path(p)) for p in config.evals_config.suites]
     assets: list = [demo_datasets, build_schema_snapshots(config), build_schema_index(config)]
     checks: list = []
@@ -34,6 +37,8 @@ def _build_defs(config_path: Path) -> dg.Definitions:
         suite_asset, rows, drift = build_suite_assets(name, path, config)
         case_runs, scoreboard, gate, history, report, records = build_eval_assets(
             name, path, schema_index_keys(config))
+        if cluster is not None:
+            case_runs = build_sharded_case_runs(name, path, schema_index_keys(config), cluster)
         assets += [suite_asset, rows, case_runs, scoreboard, history, report, records]
         checks += [drift, gate, build_gate_all_check(name), build_threshold_check(name)]
     jobs = build_jobs([name for name, _ in suites])
@@ -45,5 +50,5 @@ def _build_defs(config_path: Path) -> dg.Definitions:
         sensors=[a for a in automation if isinstance(a, dg.SensorDefinition)],
         schedules=[a for a in automation if isinstance(a, dg.ScheduleDefinition)],
         resources={"project": ProjectResource(config_path=str(config_path))},
-        executor=dg.in_process_executor,
+        executor=dg.in_process_executor if cluster is None else celery_executor(cluster),
     )

@@ -1,0 +1,141 @@
+"""The cluster profile's Dagster glue: case_runs as split -> shards (one step each) -> merge, and
+the Celery executor. Used only when ``NL2SQL_PROFILE=cluster`` (see ``nl2sql_assets.cluster``);
+the embedded default builds the one-step case_runs of ``defs.evals``.
+
+A shard step runs on whichever Celery worker takes it, stores its records in Postgres (a re-run
+replaces them) and draws on the backfill's Postgres spend ledger; a failed or lost shard is run
+again (``RetryPolicy``; a killed worker's step returns to the queue, see ClusterSettings). The
+merge step writes the partition's records to the warehouse exactly as the one-step asset does.
+"""
+
+
+import inspect
+import os
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from nl2sql_assets.cluster.settings import ClusterSettings
+from nl2sql_assets.defs.evals import (
+    budget_name,
+    case_runs_metadata,
+    partition_config_pass,
+    partition_request,
+)
+from nl2sql_assets.defs.keys import RUNS_GROUP, case_runs_key, regenerated_rows_key
+from nl2sql_assets.defs.partitions import CONFIG_X_PASS
+from nl2sql_assets.defs.resources import ProjectResource
+
+WORKER_VARIABLE = "NL2SQL_WORKER"  # a worker's name in shard metadata (scripts/cluster sets it)
+SHARD_RETRIES = dg.RetryPolicy(max_retries=2, delay=2)
+
+
+def worker_name() -> str:
+    return os.environ.get(WORKER_VARIABLE) or f"{socket.gethostname()}:{os.getpid()}"
+
+
+def celery_executor(settings: ClusterSettings) -> dg.ExecutorDefinition:
+    """dagster-celery's executor on the profile's broker and backend, with the workers' settings."""
+    from dagster_celery import celery_executor as executor
+
+    return executor.configured({"broker": settings.broker, "backend": settings.backend,
+                                "config_source": settings.celery_config()}, name="celery_executor")
+
+
+def build_sharded_case_runs(suite_name: str, suite_path: Path, index_keys: Sequence[dg.AssetKey],
+                            settings: ClusterSettings) -> dg.AssetsDefinition:
+    """The case_runs asset of ``suite_name`` as a graph: split into shards, run each, merge."""
+    from nl2sql_assets.evaluation.history.pg_ledger import PgSpendLedger
+    from nl2sql_assets.evaluation.history.pg_shards import PgShardStore
+    from nl2sql_assets.evaluation.history.pg_warehouse import PgCaseRecords
+
+    def store() -> PgShardStore:
+        return PgShardStore(settings.pg_dsn, schema=settings.pg_schema)
+
+    @dg.op(name=f"{suite_name}_split_cases", out=dg.DynamicOut(dict), ins={"upstream": dg.In(dg.Nothing)},
+           description=f"Cuts one partition's cases into shards of {settings.shard_size} (NL2SQL_SHARD_SIZE).")
+    def split_cases(context: dg.OpExecutionContext, project: ProjectResource):
+        from nl2sql_assets.evaluation.running.case_shards import plan_shards
+
+        config, pass_index = partition_config_pass(context)
+        with project.open() as proj:
+            request = partition_request(context, proj.config, suite_path, config, pass_index)
+            shards = plan_shards(request, proj.config, settings.shard_size)
+        store().clear(suite_name, config, pass_index)  # an earlier run's shards never mix in
+        context.log.info(f"{len(shards)} shard(s) of at most {settings.shard_size} case(s)")
+        for shard in shards:
+            yield dg.DynamicOutput(shard.model_dump(), mapping_key=shard.key)
+
+    @dg.op(name=f"{suite_name}_run_shard", retry_policy=SHARD_RETRIES, pool="llm",
+           description="Runs one shard's cases on whichever worker takes it; its records go to Postgres.")
+    def run_shard(context: dg.OpExecutionContext, project: ProjectResource, shard: dict) -> dict:
+        from nl2sql_assets.evaluation.running.case_shards import Shard, keep_own, shard_request
+
+        spec = Shard.model_validate(shard)
+        config, pass_index = partition_config_pass(context)
+        ledger = PgSpendLedger(settings.pg_dsn, budget_name(context), schema=settings.pg_schema,
+                               stale_after_s=settings.stale_reservation_s)
+        started = time.perf_counter()
+        with project.open() as proj:
+            request = partition_request(context, proj.config, suite_path, config, pass_index)
+            runs = keep_own(proj.evals.run_cases(shard_request(request, spec), budget=ledger), spec)
+        worker = worker_name()
+        store().write(suite_name, config, pass_index, spec.index, spec.count, runs, worker)
+        seconds = time.perf_counter() - started
+        context.add_output_metadata({"worker": worker, "cases": len(spec.case_ids), "records": len(runs.records),
+                                     "seconds": round(seconds, 3), "attempt": context.retry_number + 1})
+        return {"index": spec.index, "count": spec.count, "worker": worker, "records": len(runs.records)}
+
+    @dg.op(name=f"{suite_name}_merge_shards",
+           description="Merges the shards' records into the partition's records in the warehouse.")
+    def merge_shards(context: dg.OpExecutionContext, project: ProjectResource, shards: list[dict]) -> dg.Output:
+        from nl2sql_assets.evaluation.running.case_shards import merge_shards as merge
+
+        config, pass_index = partition_config_pass(context)
+        expected = shards[0]["count"] if shards else 0
+        stored = store().read(suite_name, config, pass_index)
+        if [n for n, _, _ in stored] != list(range(expected)):
+            raise dg.Failure(description=f"partition {config}|{pass_index}: expected shards 0..{expected - 1}, "
+                                         f"found {[n for n, _, _ in stored]} in Postgres")
+        with project.open() as proj:
+            request = partition_request(context, proj.config, suite_path, config, pass_index)
+        runs = merge(request, [r for _, _, r in stored])
+        path = project.warehouse.write_pass(suite_name, config, pass_index, runs.records, runs.meta)
+        # The shared copy: Postgres rows any machine reads, and Parquet beside the JSONL for DuckDB.
+        shared = PgCaseRecords(settings.pg_dsn, schema=settings.pg_schema)
+        shared.write_pass(suite_name, config, pass_index, runs.records, runs.meta)
+        parquet = shared.export_parquet(suite_name, config, pass_index, project.warehouse.root / "parquet")
+        store().clear(suite_name, config, pass_index)
+        seconds = (runs.meta.run_stamp.finished_at - runs.meta.run_stamp.started_at).total_seconds()
+        workers: dict[str, int] = {}
+        for _, worker, _ in stored:
+            workers[worker] = workers.get(worker, 0) + 1
+        metadata = case_runs_metadata(runs, seconds, path)
+        return dg.Output(None, metadata={**metadata, "shards": expected, "parquet": dg.MetadataValue.path(str(parquet)),
+                                         "shards_by_worker": dg.MetadataValue.json(workers)})
+
+    deps = [regenerated_rows_key(suite_name), *index_keys]
+    names = [f"dep_{n}" for n in range(len(deps))]
+
+    def compose(**upstream: Any) -> Any:
+        return merge_shards(split_cases(upstream=list(upstream.values())).map(run_shard).collect())
+
+    # graph_asset reads its inputs from the compose function's signature: one per upstream asset.
+    compose.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in names])
+    compose.__name__ = f"{suite_name}_case_runs_sharded"
+    return dg.graph_asset(
+        compose,
+        key=case_runs_key(suite_name),
+        ins={n: dg.AssetIn(key=k, dagster_type=dg.Nothing) for n, k in zip(names, deps, strict=True)},
+        partitions_def=CONFIG_X_PASS,
+        backfill_policy=dg.BackfillPolicy.multi_run(1),
+        group_name=RUNS_GROUP,
+        kinds={"duckdb", "celery"},
+        description=f"Every approved case of {suite_name} asked once per role, for one config and pass, "
+                    "in shards spread over the Celery workers; the merged case records go to the warehouse.",
+    )

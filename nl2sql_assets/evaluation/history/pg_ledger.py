@@ -1,0 +1,122 @@
+"""The spend ledger in Postgres, so one backfill's cap holds across machines.
+
+The same rule as the file ledger (``warehouse.SpendLedger``): each case reserves the most
+expensive case so far and settles it with what it really cost; the decision is taken while
+holding a row lock on the budget's row (``SELECT ... FOR UPDATE``), so two workers never both
+see room that only one case fits in. The total passes the cap by at most one case per worker
+that is in flight when the cap is reached.
+
+A worker killed mid-case leaves its reservation open. An open reservation older than
+``stale_after_s`` counts as spent at its reserved amount (the call may have gone out and been
+billed) and stops blocking: the cap stays safe and the backfill does not wait forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from nl2sql_assets.redact import redact
+
+_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def _ident(schema: str) -> str:
+    if not _SCHEMA.match(schema):
+        raise ValueError(f"Postgres schema name {schema!r}: expected lower-case letters, digits and _")
+    return schema
+
+
+class PgSpendLedger:
+    """Dollars spent under one budget, kept in ``<schema>.spend_budgets`` and ``<schema>.spend_entries``."""
+
+    def __init__(self, dsn: str, budget: str, *, schema: str = "nl2sql", stale_after_s: float = 900.0) -> None:
+        self.dsn = dsn
+        self.budget = budget
+        self.schema = _ident(schema)
+        self.stale_after_s = stale_after_s
+        with self._transaction() as cur:
+            # Workers starting together would race on CREATE ... IF NOT EXISTS: one at a time.
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext('nl2sql_assets.pg_ledger'))")
+            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {self.schema}.spend_budgets (budget text PRIMARY KEY)")
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.schema}.spend_entries ("
+                "id bigserial PRIMARY KEY, budget text NOT NULL, entry_id text NOT NULL, "
+                "kind text NOT NULL CHECK (kind IN ('reserve', 'spend')), usd double precision NOT NULL, "
+                "info jsonb NOT NULL DEFAULT '{}', at timestamptz NOT NULL DEFAULT clock_timestamp())"
+            )
+            cur.execute(f"CREATE INDEX IF NOT EXISTS spend_entries_budget ON {self.schema}.spend_entries "
+                        "(budget, entry_id)")
+            cur.execute(f"INSERT INTO {self.schema}.spend_budgets VALUES (%s) ON CONFLICT DO NOTHING", [budget])
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        import psycopg2
+
+        con = psycopg2.connect(self.dsn, connect_timeout=10)
+        try:
+            with con, con.cursor() as cur:  # commits on success, rolls back on error
+                yield cur
+        finally:
+            con.close()
+
+    def _state(self, cur: Any) -> tuple[float, float, float, int, int]:
+        """(spent, reserved, most expensive case, open reservations, finished cases)."""
+        cur.execute(
+            f"""WITH settled AS (SELECT DISTINCT entry_id FROM {self.schema}.spend_entries
+                                 WHERE budget = %(b)s AND kind = 'spend'),
+                     open AS (SELECT DISTINCT ON (entry_id) entry_id, usd, at FROM {self.schema}.spend_entries
+                              WHERE budget = %(b)s AND kind = 'reserve'
+                                AND entry_id NOT IN (SELECT entry_id FROM settled)
+                              ORDER BY entry_id, id DESC),
+                     stale AS (SELECT * FROM open WHERE at < clock_timestamp() - make_interval(secs => %(t)s))
+                SELECT coalesce((SELECT sum(usd) FROM {self.schema}.spend_entries
+                                 WHERE budget = %(b)s AND kind = 'spend'), 0)
+                         + coalesce((SELECT sum(usd) FROM stale), 0),
+                       coalesce((SELECT sum(usd) FROM open WHERE entry_id NOT IN (SELECT entry_id FROM stale)), 0),
+                       coalesce((SELECT max(usd) FROM {self.schema}.spend_entries
+                                 WHERE budget = %(b)s AND kind = 'spend'), 0),
+                       (SELECT count(*) FROM open WHERE entry_id NOT IN (SELECT entry_id FROM stale)),
+                       (SELECT count(*) FROM settled)""",
+            {"b": self.budget, "t": self.stale_after_s},
+        )
+        spent, reserved, max_case, open_count, finished = cur.fetchone()
+        return float(spent), float(reserved), float(max_case), int(open_count), int(finished)
+
+    def _lock(self, cur: Any) -> None:
+        cur.execute(f"SELECT budget FROM {self.schema}.spend_budgets WHERE budget = %s FOR UPDATE", [self.budget])
+
+    def totals(self) -> dict[str, float]:
+        with self._transaction() as cur:
+            spent, reserved, max_case, open_count, finished = self._state(cur)
+        return {"spent": spent, "reserved": reserved, "max_case": max_case, "open": open_count,
+                "finished": finished}
+
+    def reserve(self, entry_id: str, cap: float) -> Literal["go", "wait", "stop"]:
+        """As ``SpendLedger.reserve``: ``go`` (room reserved), ``wait`` (ask again) or ``stop``."""
+        with self._transaction() as cur:
+            self._lock(cur)
+            spent, reserved, max_case, open_count, finished = self._state(cur)
+            if finished == 0:
+                if open_count:
+                    return "wait"
+                self._append(cur, entry_id, "reserve", 0.0, {})
+                return "go"
+            if spent + reserved + max_case > cap:
+                return "wait" if open_count else "stop"
+            self._append(cur, entry_id, "reserve", max_case, {})
+            return "go"
+
+    def spend(self, entry_id: str, usd: float, **info: Any) -> None:
+        with self._transaction() as cur:
+            self._lock(cur)
+            self._append(cur, entry_id, "spend", usd, info)
+
+    def _append(self, cur: Any, entry_id: str, kind: str, usd: float, info: dict[str, Any]) -> None:
+        cur.execute(f"INSERT INTO {self.schema}.spend_entries (budget, entry_id, kind, usd, info) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    [self.budget, entry_id, kind, usd, redact(json.dumps(info, sort_keys=True))])

@@ -174,6 +174,10 @@ class PriceRow(StrictModel):
     source: str = ""
 
 
+#: The wire a model's calls take (``llm/client.py`` ``uses_openai_compatible``).
+ApiKind = Literal["auto", "litellm", "openai-compatible"]
+
+
 class ModelOverride(StrictModel):
     """Settings for one node; fields left out come from ``llm.default``."""
 
@@ -186,6 +190,7 @@ class ModelOverride(StrictModel):
     max_tokens: int | None = None
     max_response_bytes: Annotated[int, Field(gt=0)] | None = None
     extra: dict[str, Any] | None = None
+    api: ApiKind | None = None
 
     @field_validator("api_key")
     @classmethod
@@ -205,6 +210,9 @@ class ModelSettings(StrictModel):
     # A response body larger than this is an error, detected while it streams in.
     max_response_bytes: Annotated[int, Field(gt=0)] = 2_000_000
     extra: dict[str, Any] = Field(default_factory=dict)
+    # How calls go out: litellm, or our lean client for an endpoint that speaks OpenAI's chat
+    # protocol; auto picks the lean client for an ``openai/...`` model on its own api_base.
+    api: ApiKind = "auto"
 
     @field_validator("api_key")
     @classmethod

@@ -1,9 +1,11 @@
-"""The one way the engine calls a model: litellm, a JSON-schema response format, pydantic parsing.
+"""The one way the engine calls a model: a JSON-schema response format, pydantic parsing, over
+litellm or, for OpenAI-compatible endpoints, our own lean client (``llm/openai_compat.py``).
 
 Each call records what the provider billed (input, cached, cache-write, output, reasoning
 tokens), how long it took and how many attempts it needed. Transient failures (timeouts,
 dropped connections, 429, 5xx) are retried with jittered exponential backoff; a 4xx never
-is. litellm is imported on first use only: importing it costs seconds.
+is. litellm is imported on first use only: importing it costs seconds. Which path a call takes
+is ``ModelSettings.api`` (``uses_openai_compatible``); everything here but the wire is shared.
 
 Hostile or broken endpoints are contained: ``timeout_s`` is a total deadline per attempt
 (connect, headers and body), a response body over ``max_response_bytes`` is an error detected
@@ -29,8 +31,9 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from nl2sql_assets.config import ModelSettings
-from nl2sql_assets.llm import transport
+from nl2sql_assets.llm import openai_compat, transport
 from nl2sql_assets.llm.calls import EnvErrorKind, LLMCall, TokenSource, Usage, combine_sources
+from nl2sql_assets.llm.providers import API_KEY_ENV
 from nl2sql_assets.redact import protect_logger, redact
 
 T = TypeVar("T", bound=BaseModel)
@@ -106,9 +109,26 @@ async def releasing(coro: Coroutine[Any, Any, R]) -> R:
 
 
 def run_on_new_loop(coro: Coroutine[Any, Any, R]) -> R:
-    """``asyncio.run(coro)`` for work that calls models: litellm's logging worker is done before
-    the loop closes, so nothing of it is carried to (or left pending on) another loop."""
-    return asyncio.run(releasing(coro))
+    """``asyncio.run(coro)`` for work that calls models: litellm's logging worker is done and the
+    lean client's connections are closed before the loop closes, so nothing of either is carried
+    to (or left pending on) another loop."""
+
+    async def closing() -> R:
+        try:
+            return await releasing(coro)
+        finally:
+            await openai_compat.close_client()
+
+    return asyncio.run(closing())
+
+
+def uses_openai_compatible(settings: ModelSettings) -> bool:
+    """Whether a call goes through the lean OpenAI-compatible client: ``api: openai-compatible``,
+    or ``api: auto`` (the default) for an ``openai/...`` model on a base URL of its own (a
+    server that speaks OpenAI's protocol). Everything else goes through litellm."""
+    if settings.api == "auto":
+        return bool(settings.api_base) and settings.model.startswith("openai/")
+    return settings.api == "openai-compatible"
 
 
 def _register_free(lib: Any, model: str) -> None:
@@ -148,9 +168,17 @@ class LLMCallError(RuntimeError):
         self.call = call
 
 
+def _loaded() -> Any:
+    """litellm if a call has imported it (its exception types), else None: classifying an error
+    of the lean client must not import it."""
+    return _litellm
+
+
 def is_transient(exc: BaseException) -> bool:
     """Worth another try: timeouts, connection errors, 429 and 5xx. Auth and bad requests are not."""
-    lib = _lib()
+    if isinstance(exc, httpx.TransportError | asyncio.TimeoutError):
+        return True
+    lib = _loaded()
     transient_types = tuple(
         t
         for t in (
@@ -162,8 +190,8 @@ def is_transient(exc: BaseException) -> bool:
             getattr(lib, "BadGatewayError", None),
         )
         if isinstance(t, type)
-    )
-    if isinstance(exc, (*transient_types, asyncio.TimeoutError)):
+    ) if lib is not None else ()
+    if isinstance(exc, transient_types):
         return True
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
@@ -251,11 +279,11 @@ def backoff_delay(attempt: int) -> float:
 def env_error_kind(exc: BaseException) -> tuple[EnvErrorKind | None, int | None]:
     """(kind, HTTP status) of a failed attempt when the environment failed it (auth, quota,
     rate limit, 5xx, timeout, transport); (None, status) for a request the provider judged bad."""
-    lib = _lib()
+    lib = _loaded()
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     timeout_type = getattr(lib, "Timeout", None)
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError) or (
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError | httpx.TimeoutException) or (
         isinstance(timeout_type, type) and isinstance(exc, timeout_type)
     ) or status == 408:
         return "timeout", status if status == 408 else None
@@ -361,13 +389,24 @@ class LLMClient:
         our own count with the model's tokenizer where it reported nothing (``token_source``).
         """
         settings = self.settings(node)
-        lib = _lib()
-        if not settings.api_key and (missing := _missing_key(lib, settings.model, settings.api_base)):
+        lean = uses_openai_compatible(settings)
+        if lean:
+            lib = None
+            missing = "" if settings.api_base or openai_compat.api_key(settings.model, settings.api_key) \
+                else API_KEY_ENV.get(settings.model.split("/", 1)[0], "the provider's key")
+        else:
+            lib = _lib()
+            missing = "" if settings.api_key else _missing_key(lib, settings.model, settings.api_base)
+        if missing:
             # Without a key the provider fails in ways that read like an outage; say what is wrong.
             message = f"{node}: no API key for {settings.model}: set {missing} or api_key in the llm section"
             raise LLMCallError(message, LLMCall(node=node, model=settings.model, usage=None, attempts=0,
                                                 error=message))
         kwargs = self._kwargs(settings, output_model, run_id)
+        if lean:
+            kwargs["api_base"] = settings.api_base or openai_compat.OPENAI_API_BASE
+            kwargs["api_key"] = openai_compat.api_key(settings.model, settings.api_key)
+        send = openai_compat.acompletion if lean else lib.acompletion
         msgs = list(messages)
         max_attempts = 1 + settings.max_retries
         tally = _Tally(settings.model, output_model)
@@ -382,7 +421,7 @@ class LLMClient:
             guard, token = transport.guard_responses(settings.max_response_bytes)
             try:
                 # One deadline for the whole attempt: connecting, the headers and the body.
-                response = await asyncio.wait_for(lib.acompletion(messages=msgs, **kwargs), settings.timeout_s)
+                response = await asyncio.wait_for(send(messages=msgs, **kwargs), settings.timeout_s)
             except Exception as exc:
                 if guard.exceeded:  # a property of the answer, not of the moment: never retried
                     tally.failed_attempt(msgs, worked=True)

@@ -177,6 +177,7 @@ def test_two_configs_compared_priced_and_checked_for_faithfulness(fakes: Fakes) 
     cap = 0.06
     expected_runs = _simulate_cap(report, cap)
     assert expected_runs == 7
+    fakes.project.config.settings.max_concurrency = 1  # the one-at-a-time rule, exactly
     capped = fakes.project.evals.run(mode="full", llm=fakes.both, cases=CASES, max_cost_usd=cap)
     records = [r for board in capped.configs.values() for r in board.results]
     assert capped.stopped == "max_cost"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from nl2sql_assets.config import LLMConfig, PriceRow, ProjectConfig
+from nl2sql_assets.config import ApiKind, LLMConfig, PriceRow, ProjectConfig
 from nl2sql_assets.engine.events import EventBus
 from nl2sql_assets.evaluation.reporting import EvalReport
 from nl2sql_assets.evaluation.reporting.gate import compare
@@ -28,12 +28,17 @@ def _usd(prompt: int, completion: int) -> float:
 
 @pytest.fixture
 def project(tmp_path: Path, chinook_path: Path) -> ProjectConfig:
-    return small_project(tmp_path, chinook_path)
+    """One case run at a time: the breaker's counts and the cap's one-case promise are exact then
+    (concurrent runs are held to ``max_concurrency`` cases' worth: tests/unit/test_cap_loop.py)."""
+    config = small_project(tmp_path, chinook_path)
+    config.settings.max_concurrency = 1
+    return config
 
 
 class Provider:
-    def __init__(self, chinook: Path) -> None:
+    def __init__(self, chinook: Path, api: ApiKind) -> None:
         self.chinook = chinook
+        self.api = api
         self.servers: list[FlakyLLMServer] = []
 
     def __call__(self, behaviour: Behaviour, **kw: Any) -> tuple[EventBus, FlakyLLMServer, LLMConfig]:
@@ -44,13 +49,16 @@ class Provider:
         base = server.llm_config()
         assert base.default is not None
         default = base.default.model_copy(update={"model": f"openai/{MODEL}", "timeout_s": kw.pop("timeout_s", 5),
-                                                  "max_retries": kw.pop("max_retries", 2)})
+                                                  "max_retries": kw.pop("max_retries", 2),
+                                                  "api": self.api})
         return bus, server, base.model_copy(update={"default": default, "prices": {MODEL: PRICE}})
 
 
-@pytest.fixture
-def provider(chinook_path: Path) -> Iterator[Provider]:
-    made = Provider(chinook_path)
+@pytest.fixture(params=["litellm", "openai-compatible"])
+def provider(chinook_path: Path, request: pytest.FixtureRequest) -> Iterator[Provider]:
+    """A fake provider, reached through litellm or through the lean OpenAI-compatible client:
+    every fault must read the same on both paths."""
+    made = Provider(chinook_path, request.param)
     yield made
     for server in made.servers:
         server.stop()
@@ -206,6 +214,10 @@ def test_an_outage_exits_4_from_the_command_line_and_is_not_published_unless_ask
 
     monkeypatch.delenv("CI", raising=False)
     cases = load_suite(demo_project / "suites" / "chinook.yaml").cases
+    project_file = demo_project / "nl2sql.yaml"  # one case run at a time: the breaker's count is exact
+    project_yaml = yaml.safe_load(project_file.read_text())
+    project_yaml.setdefault("settings", {})["max_concurrency"] = 1
+    project_file.write_text(yaml.safe_dump(project_yaml))
 
     def run(behaviour: Behaviour, out: Path, *extra: str) -> int:
         with FlakyLLMServer(cases, EventBus(), behaviour=behaviour) as server:

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer, _Run
 
-#: ok: a well-behaved provider; rate_limit_once: every other request is a 429 (so each call is
-#: refused once, then answered); no_usage: answers without a usage block; flaky_no_usage: both
+#: ok: a well-behaved provider; rate_limit_once: each request is a 429 the first time it is sent
+#: (so each call is refused once, then answered, however many calls are in flight); no_usage: answers without a usage block; flaky_no_usage: both
 #: (a 429 before every answer, and no usage block); quota: 402 Insufficient
 #: Balance; server_error: 500; timeout: no answer before the client's deadline; malformed: an
 #: answer that is not JSON (the model's failure, not the environment's).
@@ -62,25 +62,38 @@ def _error(message: str, kind: str) -> dict[str, Any]:
 class FlakyLLMServer(GoldLLMServer):
     """The gold server with one ``behaviour``; ``hang_s`` is how long a ``timeout`` request waits
     (longer than the client's ``timeout_s``); ``warmup_s`` delays the first request only (a cold
-    provider connection). Every answered request is billed by this provider's own token count
+    provider connection); ``delay_s`` delays every request (a model's own latency; requests are
+    served on threads, so concurrent ones overlap). Every answered request is billed by this provider's own token count
     (``billed_usage``), reported or not: ``billed_prompt_tokens`` and ``billed_completion_tokens``."""
 
     def __init__(self, *args: Any, behaviour: Behaviour = "ok", hang_s: float = 3.0, warmup_s: float = 0.0,
-                 **kwargs: Any) -> None:
+                 delay_s: float = 0.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.behaviour = behaviour
         self.hang_s = hang_s
         self.warmup_s = warmup_s
+        self.delay_s = delay_s
         self.received = 0
         self.billed_prompt_tokens = 0
         self.billed_completion_tokens = 0
         self._count = itertools.count(1)
         self._count_lock = threading.Lock()
+        self._refused: set[tuple[str | None, bytes]] = set()  # (run id, body) refused once (rate_limit_once)
 
     def start(self) -> FlakyLLMServer:
         provider_count("warm")  # load the tokenizer now, not inside the first request's deadline
         super().start()
         return self
+
+    def _first_time(self, raw: bytes, run_id: str | None) -> bool:
+        """True the first time this exact request of this case run arrives (its retry is the same)."""
+        key = (run_id, raw)
+        with self._count_lock:
+            if key in self._refused:
+                self._refused.discard(key)
+                return False
+            self._refused.add(key)
+            return True
 
     def answer(self, body: dict[str, Any], run_id: str | None) -> dict[str, Any]:
         """As the gold server; a run it heard no event of (an engine in another process, such as
@@ -99,12 +112,14 @@ class FlakyLLMServer(GoldLLMServer):
             self.received = n
         if n == 1 and self.warmup_s:
             time.sleep(self.warmup_s)
+        if self.delay_s:
+            time.sleep(self.delay_s)
         b = self.behaviour
         if b == "quota":
             return 402, _error("Insufficient Balance: top up sk-live-0123456789abcdefghijklmnop", "insufficient_quota")
         if b == "server_error":
             return 500, _error("upstream overloaded", "server_error")
-        if b in ("rate_limit_once", "flaky_no_usage") and n % 2 == 1:
+        if b in ("rate_limit_once", "flaky_no_usage") and self._first_time(raw, run_id):
             return 429, _error("Rate limit reached, retry shortly", "rate_limit_exceeded")
         if b == "timeout":
             time.sleep(self.hang_s)

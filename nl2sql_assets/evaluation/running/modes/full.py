@@ -1,8 +1,9 @@
 """Mode ``full``: the whole engine on the configured model(s), priced and held under a dollar cap.
 
-Case runs go out one at a time: the cap's promise ("the run passes the cap by at most one case")
-only holds when the cost of every earlier case is known before the next one starts. Running
-cases concurrently would let several unknown costs land past the cap at once.
+Case runs go out up to ``settings.max_concurrency`` at a time (model calls are mostly waiting),
+each first reserving the most expensive case cost seen so far against the cap and settling its
+real cost when it ends (``loops.under_cap``): the cap is passed by at most ``max_concurrency``
+cases' worth, and by no more than one case when cases cost the same.
 """
 
 from __future__ import annotations
@@ -85,12 +86,14 @@ class FullMode(Mode):
                 if name in configs:
                     raise RunRefused(f"config {name!r} is both an llm section and an engine: name them apart")
             configs.update(engine_configs(engines, engine.derive(plan_cache=False), setup.runs))
-        settings = {"plan_cache": False, "max_concurrency": 1, "retry_budget": config.settings.retry_budget}
+        settings = {"plan_cache": False, "max_concurrency": config.settings.max_concurrency,
+                    "retry_budget": config.settings.retry_budget}
         yield Lineup(configs, settings, curated=curated, max_cost_usd=cap)
 
     async def execute(self, loop: CaseLoop, jobs: Sequence[CaseJob]) -> Stopped | None:
         cap = loop.lineup.max_cost_usd  # None: engines only, none of which reports cost
-        return await loops.under_cap(loop, jobs, cap if cap is not None else math.inf)
+        return await loops.under_cap(loop, jobs, cap if cap is not None else math.inf,
+                                     loop.config.settings.max_concurrency)
 
     def gate_rules(self, settings: GateSettings, curated: bool) -> GateRules:
         """Real models are not deterministic: a few flips are allowed, a significant drop is not;

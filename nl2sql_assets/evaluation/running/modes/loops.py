@@ -1,9 +1,11 @@
-"""The case loops a mode runs its jobs with: concurrently (local HTTP waits), one at a time under
-a dollar cap (paid calls), or one at a time in order (work that already uses every core)."""
+"""The case loops a mode runs its jobs with: concurrently (local HTTP waits), concurrently under a
+dollar cap (paid calls: each case reserves room first), or one at a time in order (work that
+already uses every core)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Sequence
 
@@ -32,31 +34,29 @@ async def concurrently(loop: CaseLoop, jobs: Sequence[CaseJob], limit: int) -> N
         raise group_error.exceptions[0] from None
 
 
-async def under_cap(loop: CaseLoop, jobs: Sequence[CaseJob], cap: float) -> Stopped | None:
-    """One case run at a time. Before each (but the first), the most expensive case so far is
-    added to what was spent; if that could pass the cap, the run stops there.
+async def under_cap(loop: CaseLoop, jobs: Sequence[CaseJob], cap: float, limit: int = 1) -> Stopped | None:
+    """Up to ``limit`` case runs at once, started in order, each holding room under the cap.
+
+    Before a case starts it reserves the most expensive case cost seen so far; it may start
+    while what was spent, plus every reservation in flight, plus its own stays within the cap,
+    and it settles with its real cost when it ends. A case that cannot start waits while others
+    are in flight (they may settle lower) and stops the run when none is. Until one case has
+    ended nothing is known about cost, so the first one runs alone. The cap is thus passed by
+    at most ``limit`` cases' worth (each by what it cost above its reservation), and never by
+    more than one case when cases cost the same; ``limit`` 1 is the one-at-a-time loop.
 
     With ``loop.budget`` (a ledger shared by several runs, e.g. every partition of a backfill),
-    the same rule is applied to everything spent under that budget, by any run: each case first
-    reserves room, and settles the reservation with what it really cost."""
+    the ledger makes the same reservations across every run under that budget."""
     budget = loop.budget
-    most = 0.0
-    for n, job in enumerate(jobs):
-        if loop.broken:
-            return "env_errors"
-        entry = f"{uuid.uuid4().hex}:{job.config}:{job.pass_index}:{job.rr.case.id}@{job.rr.role}"
-        if budget is not None:
-            while (decision := budget.reserve(entry, cap)) == "wait":
-                await asyncio.sleep(0.2)
-            if decision == "stop":
-                log.warning("stopping at the shared cost cap of $%.2f (%s)", cap, budget.totals())
-                return "max_cost"
-        elif n > 0 and loop.spent + most > cap:
-            log.warning(
-                "stopping at the cost cap: spent $%.4f, the next case may cost up to $%.4f, cap $%.2f "
-                "(%d of %d case runs done)", loop.spent, most, cap, n, len(jobs),
-            )
-            return "max_cost"
+    limit = max(1, limit)
+    changed = asyncio.Condition()
+    most = 0.0  # the most expensive case so far
+    reserved = 0.0  # the reservations of the cases in flight
+    running = 0
+    ended = 0  # cases whose cost is known
+
+    async def run(job: CaseJob, entry: str, hold: float) -> None:
+        nonlocal most, reserved, running, ended
         try:
             cost = await loop.answer(job)
         except BaseException:
@@ -65,9 +65,58 @@ async def under_cap(loop: CaseLoop, jobs: Sequence[CaseJob], cap: float) -> Stop
             raise
         if budget is not None:
             budget.spend(entry, cost, config=job.config, case=job.rr.case.id, role=job.rr.role)
-        most = max(most, cost)
         loop.finish(job)
-    return "env_errors" if loop.broken else None
+        async with changed:
+            most, reserved, running, ended = max(most, cost), reserved - hold, running - 1, ended + 1
+            changed.notify_all()
+
+    async def room(n: int, entry: str) -> bool:
+        """Wait until ``jobs[n]`` may start (True), or until it never may (False)."""
+        async with changed:
+            while True:
+                if loop.broken:
+                    return False
+                if running >= limit or (running and not ended):
+                    await changed.wait()
+                    continue
+                if budget is not None:
+                    decision = budget.reserve(entry, cap)
+                    if decision == "go":
+                        return True
+                    if decision == "stop":
+                        log.warning("stopping at the shared cost cap of $%.2f (%s)", cap, budget.totals())
+                        return False
+                    with contextlib.suppress(TimeoutError):  # another run's case, or one of ours, may end
+                        await asyncio.wait_for(changed.wait(), 0.2)
+                    continue
+                if ended and loop.spent + reserved + most > cap:
+                    if running:
+                        await changed.wait()
+                        continue
+                    log.warning(
+                        "stopping at the cost cap: spent $%.4f, the next case may cost up to $%.4f, cap $%.2f "
+                        "(%d of %d case runs done)", loop.spent, most, cap, n, len(jobs),
+                    )
+                    return False
+                return True
+
+    stopped: Stopped | None = None
+    try:
+        async with asyncio.TaskGroup() as group:
+            for n, job in enumerate(jobs):
+                entry = f"{uuid.uuid4().hex}:{job.config}:{job.pass_index}:{job.rr.case.id}@{job.rr.role}"
+                if not await room(n, entry):
+                    stopped = "env_errors" if loop.broken else "max_cost"
+                    break
+                hold = most
+                reserved += hold
+                running += 1
+                group.create_task(run(job, entry, hold))
+    except BaseExceptionGroup as group_error:  # the caller sees the first failure itself
+        raise group_error.exceptions[0] from None
+    if stopped is None and loop.broken:
+        stopped = "env_errors"
+    return stopped
 
 
 async def retrieving_in_order(loop: CaseLoop, jobs: Sequence[CaseJob]) -> None:

@@ -59,9 +59,30 @@ def gold_servers(monkeypatch: pytest.MonkeyPatch) -> list[gold_llm.GoldLLMServer
     return started
 
 
+def _count_litellm_calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How many calls go through ``litellm.acompletion`` from now on."""
+    from nl2sql_assets.llm.client import _lib
+
+    lib = _lib()
+    sent = {"litellm": 0}
+    original = lib.acompletion
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        sent["litellm"] += 1
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(lib, "acompletion", counted)
+    return sent
+
+
+@pytest.mark.parametrize("api", ["auto", "litellm"])
 def test_mode_plans_passes_every_case_for_every_role_with_no_key(
-    tmp_path: Path, chinook_path: Path, keyless: None, gold_servers: list[gold_llm.GoldLLMServer]
+    tmp_path: Path, chinook_path: Path, keyless: None, gold_servers: list[gold_llm.GoldLLMServer], api: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Through the lean OpenAI-compatible client (the default) and through litellm."""
+    monkeypatch.setattr(gold_llm, "GOLD_API", api)
+    sent = _count_litellm_calls(monkeypatch)
     assert not [name for name in os.environ if name.upper().endswith("_API_KEY")]
     demo = init_demo(tmp_path / "demo", chinook=chinook_path)
     suite = load_suite(demo.suites_dir / "chinook.yaml")
@@ -136,6 +157,8 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
         assert r.cost_usd == 0.0
         assert set(r.models.values()) == {"openai/gold-plans"}
     assert server.requests == sum(len(nodes) for nodes in calls_per_record.values())
+    # Each went through the path asked for: litellm for every call, or none of them.
+    assert sent["litellm"] == (server.requests if api == "litellm" else 0)
     assert server.requests_by_schema == {
         "DatasourceSelection": 141,
         "Decomposition": by_outcome["allowed"] + by_outcome["refused"],

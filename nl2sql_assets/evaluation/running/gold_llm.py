@@ -28,13 +28,16 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-from nl2sql_assets.config import CuratedAnswer, LLMConfig, ModelSettings
+from nl2sql_assets.config import ApiKind, CuratedAnswer, LLMConfig, ModelSettings
 from nl2sql_assets.engine.events import RUN_FINISHED, RUN_STARTED, Event, EventBus
 from nl2sql_assets.engine.nodes import CANDIDATE_NOTE, CURATED_CANDIDATES, curated_question_of
 from nl2sql_assets.evaluation.suites import EvalCase
 from nl2sql_assets.llm.client import RUN_ID_HEADER, declare_free_model
 
 GOLD_MODEL = "openai/gold-plans"
+#: How runs reach this server: ``auto`` is the lean OpenAI-compatible client (real HTTP, no
+#: litellm); ``litellm`` sends every call through litellm (a test keeps that path covered end to end).
+GOLD_API: ApiKind = "auto"
 DEFAULT_USAGE = {"prompt_tokens": 120, "completion_tokens": 30}
 FIXED_ANSWER = "Here are the results for your question."
 
@@ -348,10 +351,12 @@ class GoldLLMServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def llm_config(self) -> LLMConfig:
-        """An llm section that sends every node to this server (no key needed, no retries)."""
+        """An llm section that sends every node to this server (no key needed, no retries), over
+        the wire ``GOLD_API`` names."""
         return LLMConfig(
             default=ModelSettings(
                 model=GOLD_MODEL,
+                api=GOLD_API,
                 api_base=self.base_url,
                 api_key="gold",
                 temperature=0,

@@ -148,11 +148,13 @@ def instrumented(timers: Timers) -> Iterator[None]:
     from nl2sql_assets.engine import pipeline
     from nl2sql_assets.evaluation import reporting
     from nl2sql_assets.evaluation.running import gold_llm, runner
+    from nl2sql_assets.llm import openai_compat
     from nl2sql_assets.llm.client import _lib
 
     litellm = _lib()
     patches: list[tuple[Any, str, Callable[..., Any]]] = [
         (litellm, "acompletion", _async_timer(timers, "acompletion", litellm.acompletion)),
+        (openai_compat, "acompletion", _async_timer(timers, "acompletion", openai_compat.acompletion)),
         (httpx.AsyncClient, "send", _async_timer(timers, "http", httpx.AsyncClient.send)),
         (gold_llm._Handler, "do_POST", _sync_timer(timers, "server", gold_llm._Handler.do_POST)),
         (pipeline, "validate_plan", _sync_timer(timers, "validation", pipeline.validate_plan)),
@@ -317,6 +319,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="also print a cProfile top-10 of one run")
     parser.add_argument("--top", type=int, default=10, help="rows of the profile (default 10)")
     parser.add_argument("--chinook", type=Path, default=None, help="chinook.sqlite (default: $NL2SQL_CHINOOK)")
+    parser.add_argument("--api", default="auto",
+                        help="comma-separated wires to the gold server, measured interleaved: auto (the lean "
+                             "OpenAI-compatible client), litellm (default auto)")
     parser.add_argument("--end-to-end", action="store_true",
                         help="also time fresh processes: imports, the CLI eval run, pipeline run")
     parser.add_argument("--tree", type=Path, default=None,
@@ -393,25 +398,35 @@ def main(argv: list[str] | None = None) -> int:
               f"{first.passed}/{first.cases} passed; "
               f"{'under' if first.wall_s < TARGET_S else 'OVER'} the {TARGET_S} s target")
 
-        results: dict[int, list[RunOutcome]] = {}
+        from nl2sql_assets.evaluation.running import gold_llm
+
+        apis = [a.strip() for a in args.api.split(",")]
+        by_api: dict[tuple[str, int], list[RunOutcome]] = {}
         for value in values:
             c = config_value if value is None else value
-            results[c] = [run_once(demo.config, c) for _ in range(args.repeat)]
+            for _ in range(args.repeat):  # the wires interleaved: both see the same machine load
+                for api in apis:
+                    gold_llm.GOLD_API = api  # type: ignore[assignment]
+                    by_api.setdefault((api, c), []).append(run_once(demo.config, c))
+        gold_llm.GOLD_API = "auto"
+        results: dict[int, list[RunOutcome]] = {}
+        for (_api, c), outs in by_api.items():
+            results.setdefault(c, []).extend(outs)
 
         rows = []
-        for c, outs in results.items():
+        for (api, c), outs in by_api.items():
             walls = [o.wall_s for o in outs]
             n = outs[0].cases
             med = statistics.median(walls)
             rows.append([
-                f"{c}{' (configured)' if c == config_value else ''}", str(n), _fmt_s(min(walls)),
+                api, f"{c}{' (configured)' if c == config_value else ''}", str(n), _fmt_s(min(walls)),
                 _fmt_s(med), _fmt_s(max(walls)), f"{med / n * 1000:.1f}",
                 spread([o.cpu_s for o in outs]), spread([o.cpu_s / n * 1000 for o in outs], "{:.1f}"),
                 _fmt_s(statistics.median(o.main_cpu_s for o in outs)),
                 f"{sum(o.passed for o in outs)}/{sum(o.cases for o in outs)}",
             ])
         print_table(f"Mode plans, whole Chinook suite ({args.repeat} run(s) each; fresh Project each run)",
-                    ["max_concurrency", "case runs", "wall min", "median", "max", "ms/case run",
+                    ["api", "max_concurrency", "case runs", "wall min", "median", "max", "ms/case run",
                      "CPU s min/med/max", "CPU ms/case run", "main-thread cpu", "passed"], rows)
         print(f"Peak RSS of this process so far: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB; "
               f"targets: wall under {TARGET_S} s, CPU at most {TARGET_CPU_MS:.0f} ms per case run")

@@ -44,7 +44,8 @@ class Provider:
     def __call__(self, behaviour: Behaviour, **kw: Any) -> tuple[EventBus, FlakyLLMServer, LLMConfig]:
         bus = kw.pop("bus", None) or EventBus()
         server = FlakyLLMServer(small_cases(self.chinook), bus, behaviour=behaviour, synthesizer="rows",
-                                hang_s=kw.pop("hang_s", 1.5), warmup_s=kw.pop("warmup_s", 0.0)).start()
+                                hang_s=kw.pop("hang_s", 1.5), warmup_s=kw.pop("warmup_s", 0.0),
+                                delay_s=kw.pop("delay_s", 0.0)).start()
         self.servers.append(server)
         base = server.llm_config()
         assert base.default is not None

@@ -78,6 +78,8 @@ class FlakyLLMServer(GoldLLMServer):
         self.billed_completion_tokens = 0
         self._count = itertools.count(1)
         self._count_lock = threading.Lock()
+        self.in_flight = 0
+        self.most_in_flight = 0  # the most requests it was answering at once
         self._refused: set[tuple[str | None, bytes]] = set()  # (run id, body) refused once (rate_limit_once)
 
     def start(self) -> FlakyLLMServer:
@@ -113,7 +115,12 @@ class FlakyLLMServer(GoldLLMServer):
         if n == 1 and self.warmup_s:
             time.sleep(self.warmup_s)
         if self.delay_s:
+            with self._count_lock:
+                self.in_flight += 1
+                self.most_in_flight = max(self.most_in_flight, self.in_flight)
             time.sleep(self.delay_s)
+            with self._count_lock:
+                self.in_flight -= 1
         b = self.behaviour
         if b == "quota":
             return 402, _error("Insufficient Balance: top up sk-live-0123456789abcdefghijklmnop", "insufficient_quota")

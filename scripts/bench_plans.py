@@ -406,9 +406,9 @@ def main(argv: list[str] | None = None) -> int:
             c = config_value if value is None else value
             for _ in range(args.repeat):  # the wires interleaved: both see the same machine load
                 for api in apis:
-                    gold_llm.GOLD_API = api  # type: ignore[assignment]
+                    os.environ[gold_llm.GOLD_API_ENV] = api  # worker processes read it too
                     by_api.setdefault((api, c), []).append(run_once(demo.config, c))
-        gold_llm.GOLD_API = "auto"
+        os.environ.pop(gold_llm.GOLD_API_ENV, None)
         results: dict[int, list[RunOutcome]] = {}
         for (_api, c), outs in by_api.items():
             results.setdefault(c, []).extend(outs)

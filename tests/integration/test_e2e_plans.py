@@ -81,7 +81,7 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Through the lean OpenAI-compatible client (the default) and through litellm."""
-    monkeypatch.setattr(gold_llm, "GOLD_API", api)
+    monkeypatch.setenv(gold_llm.GOLD_API_ENV, api)
     sent = _count_litellm_calls(monkeypatch)
     assert not [name for name in os.environ if name.upper().endswith("_API_KEY")]
     demo = init_demo(tmp_path / "demo", chinook=chinook_path)
@@ -101,7 +101,7 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
     events: list[Event] = []
     project.bus.subscribe("*", events.append)
     with project:
-        report = project.evals.run(mode="plans")
+        report = project.evals.run(mode="plans", workers=1)  # one process: its litellm calls are counted
 
     # ------------------------------------------------------------ every case, every role, all pass
     assert list(report.configs) == ["plans"]

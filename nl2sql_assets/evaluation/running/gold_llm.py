@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import re
 import socket
 import threading
@@ -36,8 +37,9 @@ from nl2sql_assets.llm.client import RUN_ID_HEADER, declare_free_model
 
 GOLD_MODEL = "openai/gold-plans"
 #: How runs reach this server: ``auto`` is the lean OpenAI-compatible client (real HTTP, no
-#: litellm); ``litellm`` sends every call through litellm (a test keeps that path covered end to end).
-GOLD_API: ApiKind = "auto"
+#: litellm); ``litellm`` sends every call through litellm (a test keeps that path covered end to
+#: end). An environment variable, so worker processes (shards) take the same wire.
+GOLD_API_ENV = "NL2SQL_GOLD_API"
 DEFAULT_USAGE = {"prompt_tokens": 120, "completion_tokens": 30}
 FIXED_ANSWER = "Here are the results for your question."
 
@@ -261,6 +263,13 @@ class _Server(ThreadingHTTPServer):
                 sock.shutdown(socket.SHUT_RDWR)
 
 
+def _gold_api() -> ApiKind:
+    value = os.environ.get(GOLD_API_ENV, "auto")
+    if value not in ("auto", "litellm", "openai-compatible"):
+        raise ValueError(f"{GOLD_API_ENV}={value!r}: expected auto, litellm or openai-compatible")
+    return value  # type: ignore[return-value]
+
+
 class GoldLLMServer:
     """An OpenAI-compatible chat-completions server on 127.0.0.1 that serves gold answers.
 
@@ -352,11 +361,11 @@ class GoldLLMServer:
 
     def llm_config(self) -> LLMConfig:
         """An llm section that sends every node to this server (no key needed, no retries), over
-        the wire ``GOLD_API`` names."""
+        the wire ``$NL2SQL_GOLD_API`` names (``auto`` when unset)."""
         return LLMConfig(
             default=ModelSettings(
                 model=GOLD_MODEL,
-                api=GOLD_API,
+                api=_gold_api(),
                 api_base=self.base_url,
                 api_key="gold",
                 temperature=0,

@@ -11,8 +11,10 @@ the response-size cap is the same ``transport.CappedTransport``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
+import ssl
 import weakref
 from typing import Any
 
@@ -40,13 +42,20 @@ class ProviderResponseError(RuntimeError):
     """A 2xx answer that is not a chat completion (not JSON, no ``choices``)."""
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """The certificate store, loaded once per process (about 16 ms), not once per event loop."""
+    return httpx.create_ssl_context()
+
+
 def _client() -> httpx.AsyncClient:
     """One connection pool per event loop (an httpx client belongs to the loop it first ran on)."""
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None or client.is_closed:
         limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
-        client = httpx.AsyncClient(transport=transport.CappedTransport(httpx.AsyncHTTPTransport(limits=limits)),
+        client = httpx.AsyncClient(transport=transport.CappedTransport(
+            httpx.AsyncHTTPTransport(verify=_ssl_context(), limits=limits)),
                                    trust_env=False)
         _clients[loop] = client
     return client

@@ -3,10 +3,13 @@
 
 Target: at least 6.8x faster at 8 (the floor litellm's ``acompletion`` reaches on 40 bare calls,
 PERF_NOTES.md), with the cap still held (tests/integration/test_full_concurrency.py checks that).
-The model is ``flaky_llm``'s fake provider over real HTTP on 127.0.0.1, priced like a paid one,
-so the cap's reservations run as in a paid run:
+The model is the gold LLM server over real HTTP on 127.0.0.1, each request held ``--delay``
+seconds (a model's latency; the server answers on threads, so requests overlap) and priced like
+a paid model, so the cap's reservations run as in a paid run. The gold server reports canned
+usage: ``flaky_llm``'s provider tokenizes every request to bill it, CPU that a real provider
+spends on its own machines but that here would share this process's cores and GIL.
 
-    python scripts/bench_full_concurrency.py                 # 16 cases x 3 roles, 3 runs each
+    python scripts/bench_full_concurrency.py                 # 40 cases x 3 roles, 3 runs each
     python scripts/bench_full_concurrency.py --cases 8 --repeat 1 --delay 0.2
 """
 
@@ -20,24 +23,49 @@ import argparse
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
+
+from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer
 
 TARGET_SPEEDUP = 6.8
 MODEL = "fake-provider"
+
+
+class SlowGold(GoldLLMServer):
+    """The gold server with a model's latency: each request waits ``delay_s``; counts how many
+    it held at once."""
+
+    def __init__(self, *args: Any, delay_s: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.delay_s = delay_s
+        self.in_flight = self.most_in_flight = 0
+        self._flight_lock = threading.Lock()
+
+    def respond(self, raw: bytes, run_id: str | None) -> tuple[int, dict[str, Any]]:
+        with self._flight_lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            time.sleep(self.delay_s)
+            return super().respond(raw, run_id)
+        finally:
+            with self._flight_lock:
+                self.in_flight -= 1
 
 
 def run_once(config_path: Path, case_ids: list[str], concurrency: int, delay_s: float) -> tuple[float, float, int, int, float]:
     """(wall s, CPU s, case runs, passed, most requests in flight) of one mode full run."""
     from nl2sql_assets import Project
     from nl2sql_assets.config import PriceRow
-    from nl2sql_assets.evaluation.running.flaky_llm import FlakyLLMServer
     from nl2sql_assets.evaluation.suites import load_suite
 
     project = Project.load(config_path)
     cases = load_suite(config_path.parent / "suites" / "chinook.yaml").cases
     price = PriceRow(input=2.0, cached_input=0.5, cache_write=2.5, output=8.0, source="bench")
-    with project, FlakyLLMServer(cases, project.bus, behaviour="ok", synthesizer="rows", delay_s=delay_s) as server:
+    with project, SlowGold(cases, project.bus, synthesizer="rows", delay_s=delay_s) as server:
         base = server.llm_config()
         assert base.default is not None
         default = base.default.model_copy(update={"model": f"openai/{MODEL}", "timeout_s": 30, "max_retries": 2})
@@ -55,7 +83,7 @@ def run_once(config_path: Path, case_ids: list[str], concurrency: int, delay_s: 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", type=int, default=16, help="answerable Chinook cases (x3 roles; default 16)")
+    parser.add_argument("--cases", type=int, default=40, help="answerable Chinook cases (x3 roles; default 40)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per concurrency (default 3)")
     parser.add_argument("--delay", type=float, default=0.2, help="the model's seconds per call (default 0.2)")
     parser.add_argument("--concurrency", default="1,8", help="values to compare, the first is the base (default 1,8)")

@@ -61,3 +61,10 @@ def demo_project(tmp_path: Path, demo_template: Path) -> Path:
     target = tmp_path / "demo"
     shutil.copytree(demo_template, target)
     return target
+
+
+@pytest.fixture
+def outside_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mode full refuses to run where ``CI`` is set (it may spend money); tests that run it
+    against local fake servers say so with this fixture, and CI runs them as anywhere else."""
+    monkeypatch.delenv("CI", raising=False)

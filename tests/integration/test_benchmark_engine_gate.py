@@ -14,6 +14,9 @@ from nl2sql_assets.evaluation.suites import load_suite
 from tests.engine_servers import RecordingEngine
 from tests.unit.test_bench_import import SPIDER_QUESTIONS, _spider_folder, databases  # noqa: F401 (a fixture)
 
+# Mode full runs here against local servers; CI's ``CI`` variable would refuse it.
+pytestmark = pytest.mark.usefixtures("outside_ci")
+
 
 def _run(project: Path, url: str, out: Path, *extra: str) -> int:
     return main(["--config", str(project), "eval", "run", "--mode", "full", "--engine", f"gold={url}",

@@ -23,6 +23,9 @@ from nl2sql_assets.evaluation.reporting import load_report
 from nl2sql_assets.evaluation.running.results import CaseRecord
 from tests.engine_servers import RecordingEngine
 
+# Mode full runs here against local servers; CI's ``CI`` variable would refuse it.
+pytestmark = pytest.mark.usefixtures("outside_ci")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -21,6 +21,9 @@ from nl2sql_assets.evaluation.running.gold_llm import GOLD_MODEL, GoldLLMServer
 from nl2sql_assets.evaluation.running.results import CaseRecord
 from nl2sql_assets.evaluation.suites import load_suite
 
+# Mode full runs here against local servers; CI's ``CI`` variable would refuse it.
+pytestmark = pytest.mark.usefixtures("outside_ci")
+
 # chinook_010: every role allowed; chinook_007: admin allowed, the others refused;
 # chinook_012: unanswerable for everyone; chinook_002 and chinook_014: allowed with alternatives.
 CASES = ["chinook_010", "chinook_007", "chinook_012", "chinook_002", "chinook_014"]

@@ -655,18 +655,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             from nl2sql_assets.cli_bench import cmd_grade
 
             return cmd_grade(args, _config_path(args))
-        if args.command == "serve":
-            from nl2sql_assets.cli_bench import cmd_serve
-
-            return cmd_serve(args, _config_path(args))
-        if args.command == "bench":
-            from nl2sql_assets.cli_bench import cmd_bench
-
-            return cmd_bench(args)
-        if args.eval_command == "grade":
-            from nl2sql_assets.cli_bench import cmd_grade
-
-            return cmd_grade(args, _config_path(args))
         handler = {"run": _cmd_eval_run, "regenerate": _cmd_eval_regenerate, "seed": _cmd_eval_seed,
                    "publish": _cmd_eval_publish, "import": _cmd_eval_import, "export": _cmd_eval_export}
         return handler[args.eval_command](args)

@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator
 from typing import Any, Literal
 
+from nl2sql_assets.evaluation.history.pg import pg_transaction
 from nl2sql_assets.redact import redact
 
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -53,16 +53,8 @@ class PgSpendLedger:
                         "(budget, entry_id)")
             cur.execute(f"INSERT INTO {self.schema}.spend_budgets VALUES (%s) ON CONFLICT DO NOTHING", [budget])
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        import psycopg2
-
-        con = psycopg2.connect(self.dsn, connect_timeout=10)
-        try:
-            with con, con.cursor() as cur:  # commits on success, rolls back on error
-                yield cur
-        finally:
-            con.close()
+    def _transaction(self) -> contextlib.AbstractContextManager[Any]:
+        return pg_transaction(self.dsn)
 
     def _state(self, cur: Any) -> tuple[float, float, float, int, int]:
         """(spent, reserved, most expensive case, open reservations, finished cases)."""

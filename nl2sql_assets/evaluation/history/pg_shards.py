@@ -9,9 +9,9 @@ step reads the rows of one partition and deletes them once the partition's recor
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
+from nl2sql_assets.evaluation.history.pg import pg_transaction
 from nl2sql_assets.evaluation.history.pg_ledger import _ident
 from nl2sql_assets.evaluation.running.results import CaseRuns
 from nl2sql_assets.redact import redact
@@ -34,16 +34,8 @@ class PgShardStore:
                 "PRIMARY KEY (suite, config, pass_index, shard))"
             )
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        import psycopg2
-
-        con = psycopg2.connect(self.dsn, connect_timeout=10)
-        try:
-            with con, con.cursor() as cur:
-                yield cur
-        finally:
-            con.close()
+    def _transaction(self) -> contextlib.AbstractContextManager[Any]:
+        return pg_transaction(self.dsn)
 
     def write(self, suite: str, config: str, pass_index: int, shard: int, shards: int, runs: CaseRuns,
               worker: str) -> None:

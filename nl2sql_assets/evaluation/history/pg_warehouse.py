@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nl2sql_assets.evaluation.history.pg import pg_transaction
 from nl2sql_assets.evaluation.history.pg_ledger import _ident
 from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
 from nl2sql_assets.redact import redact
@@ -46,16 +47,8 @@ class PgCaseRecords:
                 "PRIMARY KEY (suite, config, pass_index))"
             )
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        import psycopg2
-
-        con = psycopg2.connect(self.dsn, connect_timeout=10)
-        try:
-            with con, con.cursor() as cur:
-                yield cur
-        finally:
-            con.close()
+    def _transaction(self) -> contextlib.AbstractContextManager[Any]:
+        return pg_transaction(self.dsn)
 
     def write_pass(self, suite: str, config: str, pass_index: int, records: Sequence[CaseRecord],
                    meta: RunMeta) -> int:

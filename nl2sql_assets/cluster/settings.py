@@ -1,25 +1,32 @@
 """The cluster profile's settings, from environment variables (the same on every machine).
 
-``NL2SQL_PROFILE=cluster`` turns the profile on; without it the project runs embedded (SQLite,
-in-process), exactly as before. Defaults suit one machine with the local services: Postgres on
-127.0.0.1:5432 (trust auth) and Redis on 127.0.0.1:6379.
+``NL2SQL_PROFILE=cluster`` turns the profile on (steps on Celery workers); ``NL2SQL_PROFILE=k8s`` is
+the same shared storage with each step a Kubernetes Job (dagster-k8s, ``deploy/k8s/``). Without
+either the project runs embedded (SQLite, in-process), exactly as before. Defaults suit one machine
+with the local services: Postgres on 127.0.0.1:5432 (trust auth) and Redis on 127.0.0.1:6379.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from nl2sql_assets.config import StrictModel
 
 DEFAULT_SHARD_SIZE = 100
 
 PROFILE_VARIABLE = "NL2SQL_PROFILE"
+#: The profiles that share Postgres and shard case_runs; each names its step executor
+#: (nl2sql_assets.defs.cluster.STEP_EXECUTORS).
+SHARED_PROFILES = ("cluster", "k8s")
 
 
 class ClusterSettings(StrictModel):
     """Where the shared services are and how a partition is cut into shards."""
 
+    #: Which executor takes the steps: ``cluster`` (Celery workers) or ``k8s`` (a Job per step).
+    profile: Literal["cluster", "k8s"] = "cluster"
     pg_dsn: str = "host=127.0.0.1 port=5432 dbname=test user=postgres"
     pg_schema: str = "nl2sql"
     broker: str = "redis://127.0.0.1:6379/0"
@@ -59,10 +66,12 @@ class ClusterSettings(StrictModel):
 
 
 def cluster_profile(environ: Mapping[str, str] = os.environ) -> ClusterSettings | None:
-    """The cluster settings when ``NL2SQL_PROFILE=cluster``, else None (the embedded default)."""
+    """The shared settings when ``NL2SQL_PROFILE`` is ``cluster`` or ``k8s``, else None (the
+    embedded default)."""
     value = environ.get(PROFILE_VARIABLE, "").strip()
     if value in ("", "embedded"):
         return None
-    if value != "cluster":
-        raise ValueError(f"{PROFILE_VARIABLE}={value!r}: expected 'cluster' or 'embedded'")
-    return ClusterSettings.from_env(environ)
+    if value not in SHARED_PROFILES:
+        raise ValueError(f"{PROFILE_VARIABLE}={value!r}: expected 'embedded', "
+                         + " or ".join(repr(p) for p in SHARED_PROFILES))
+    return ClusterSettings.from_env(environ).model_copy(update={"profile": value})

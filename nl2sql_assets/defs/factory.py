@@ -9,7 +9,7 @@ import dagster as dg
 from nl2sql_assets.cluster.settings import cluster_profile
 from nl2sql_assets.config import load_config
 from nl2sql_assets.defs.automation import build_automation, build_jobs
-from nl2sql_assets.defs.cluster import build_sharded_case_runs, celery_executor
+from nl2sql_assets.defs.cluster import build_sharded_case_runs, step_executor
 from nl2sql_assets.defs.datasets import build_schema_snapshots, build_suite_assets, demo_datasets
 from nl2sql_assets.defs.evals import build_eval_assets, build_gate_all_check
 from nl2sql_assets.defs.resources import ProjectResource
@@ -50,5 +50,5 @@ def _build_defs(config_path: Path) -> dg.Definitions:
         sensors=[a for a in automation if isinstance(a, dg.SensorDefinition)],
         schedules=[a for a in automation if isinstance(a, dg.ScheduleDefinition)],
         resources={"project": ProjectResource(config_path=str(config_path))},
-        executor=dg.in_process_executor if cluster is None else celery_executor(cluster),
+        executor=dg.in_process_executor if cluster is None else step_executor(cluster),
     )

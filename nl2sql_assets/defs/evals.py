@@ -83,6 +83,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                     f"{history_key.to_user_string()} plots each config over time.",
     )
     def scoreboard(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+        from nl2sql_assets.defs.cluster import share_scoreboard, shared_records
         from nl2sql_assets.evaluation.history import scoreboard_report
         from nl2sql_assets.evaluation.reporting import (
             headline_metrics,
@@ -93,8 +94,10 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         from nl2sql_assets.evaluation.running.modes import get_mode
 
         config = context.partition_key
-        report = scoreboard_report(suite_name, config, project.warehouse)
+        # The records of every pass: the file warehouse, or Postgres under a shared profile.
+        report = scoreboard_report(suite_name, config, shared_records(project))
         save_report(report, project.warehouse.scoreboard_path(suite_name, config))
+        share_scoreboard(project, suite_name, config)
         # One point of the history for every scoreboard materialised, from the UI, a job or a backfill.
         context.log_event(history_point(project, suite_name, history_key))
         board = next(iter(report.configs.values()))
@@ -137,10 +140,11 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         description="Every config's board side by side, with the cases on which they differ.",
     )
     def eval_report(project: ProjectResource) -> dg.MaterializeResult:
+        from nl2sql_assets.defs.cluster import shared_records
         from nl2sql_assets.evaluation.history import suite_report
         from nl2sql_assets.evaluation.reporting import comparison_markdown, save_report
 
-        report = suite_report(suite_name, project.warehouse)
+        report = suite_report(suite_name, shared_records(project))
         out = project.warehouse.suite_report_path(suite_name)
         save_report(report, out)
         return dg.MaterializeResult(metadata=safe_metadata({
@@ -240,8 +244,10 @@ def history_point(project: ProjectResource, suite_name: str, key: dg.AssetKey) -
     """Every stored scoreboard's headline under ``<config>/<measure>``, as one materialisation of
     the history asset: one point in time, so each config's plots show its board over time. A
     measure that does not apply to a config's mode is absent from it, never 0."""
+    from nl2sql_assets.defs.cluster import pull_scoreboards
     from nl2sql_assets.evaluation.reporting import headline, load_report
 
+    pull_scoreboards(project, suite_name)  # every machine's boards, under a shared profile
     warehouse = project.warehouse
     numbers: dict[str, float] = {}
     rows = []
@@ -270,8 +276,10 @@ def history_point(project: ProjectResource, suite_name: str, key: dg.AssetKey) -
 
 def gate_check_result(project: ProjectResource, suite_name: str, configs: list[str]) -> dg.AssetCheckResult:
     """Gate each config's stored scoreboard; the flipped cases go into the metadata."""
+    from nl2sql_assets.defs.cluster import pull_scoreboards
     from nl2sql_assets.evaluation.history import gate_scoreboards
 
+    pull_scoreboards(project, suite_name)  # the boards built on other machines, under a shared profile
     if not configs:
         return dg.AssetCheckResult(passed=True, description="no scoreboard stored yet: nothing to gate",
                                    metadata={"lost_count": 0, "gained_count": 0})
@@ -299,6 +307,9 @@ def build_gate_all_check(suite_name: str) -> dg.AssetChecksDefinition:
                     description="The regression gate for every config with a stored scoreboard "
                                 "(run by the new-baseline sensor).")
     def regression_gate_all_configs(project: ProjectResource) -> dg.AssetCheckResult:
+        from nl2sql_assets.defs.cluster import pull_scoreboards
+
+        pull_scoreboards(project, suite_name)
         return gate_check_result(project, suite_name, project.warehouse.scoreboards(suite_name))
 
     return regression_gate_all_configs

@@ -1,14 +1,30 @@
 """Boards from the warehouse: a config's board over every stored pass of its newest series, and a
 suite's report with every config's board side by side (what the scoreboards and the eval report
-assets show). Passes are stored apart, one per partition; their RunMetas merge here."""
+assets show). Passes are stored apart, one per partition; their RunMetas merge here. The records
+come from any ``StoredPasses``: the file warehouse (the default) or its Postgres copy (the cluster
+profile, ``pg_warehouse.PgCaseRecords``), so every machine of a cluster builds the same boards."""
 
 from __future__ import annotations
 
-from nl2sql_assets.evaluation.history.warehouse import Warehouse
+from typing import Any, Protocol
+
 from nl2sql_assets.evaluation.reporting.report import EvalReport, build_report
 from nl2sql_assets.evaluation.running.modes import MODES
 from nl2sql_assets.evaluation.running.results import CaseRecord, ConfigMeta, RunMeta, RunStamp
 from nl2sql_assets.llm.calls import combine_sources
+
+
+class StoredPasses(Protocol):
+    """Where a suite's stored passes are read from (Warehouse, PgCaseRecords)."""
+
+    @property
+    def location(self) -> str: ...
+
+    def passes(self, suite: str, config: str) -> list[int]: ...
+
+    def configs(self, suite: str) -> list[str]: ...
+
+    def read_pass(self, suite: str, config: str, pass_index: int) -> tuple[list[CaseRecord], dict[str, Any] | None]: ...
 
 
 def merge_metas(metas: list[RunMeta], config_name: str) -> RunMeta:
@@ -52,7 +68,7 @@ def _series(meta: RunMeta) -> tuple:
             tuple(sorted(d.schema_fingerprint for d in meta.databases)))
 
 
-def stored_board(suite_name: str, config_name: str, warehouse: Warehouse) -> tuple[list[CaseRecord], RunMeta]:
+def stored_board(suite_name: str, config_name: str, warehouse: StoredPasses) -> tuple[list[CaseRecord], RunMeta]:
     """A config's records over every stored pass of the newest series (pass^k and determinism
     need them all), and one RunMeta for them. Passes stored before the suite or the schema
     changed are left out, and named in ``settings["passes_left_out"]``, rather than mixed into a
@@ -64,7 +80,7 @@ def stored_board(suite_name: str, config_name: str, warehouse: Warehouse) -> tup
             passes.append((n, records, RunMeta.model_validate(meta)))
     if not passes:
         raise FileNotFoundError(
-            f"no case runs stored for suite {suite_name!r}, config {config_name!r} under {warehouse.root}; "
+            f"no case runs stored for suite {suite_name!r}, config {config_name!r} in {warehouse.location}; "
             "materialise case_runs first"
         )
     newest = max(passes, key=lambda p: p[2].run_stamp.finished_at)
@@ -76,12 +92,12 @@ def stored_board(suite_name: str, config_name: str, warehouse: Warehouse) -> tup
     return [r for _, records, _ in kept for r in records], merged
 
 
-def scoreboard_report(suite_name: str, config_name: str, warehouse: Warehouse) -> EvalReport:
+def scoreboard_report(suite_name: str, config_name: str, warehouse: StoredPasses) -> EvalReport:
     """A config's board over every stored pass of the newest series (see ``stored_board``)."""
     return build_report(*stored_board(suite_name, config_name, warehouse))
 
 
-def suite_report(suite_name: str, warehouse: Warehouse, configs: list[str] | None = None) -> EvalReport:
+def suite_report(suite_name: str, warehouse: StoredPasses, configs: list[str] | None = None) -> EvalReport:
     """Every config's board side by side (the report's comparison). Boards are compared within
     one mode, the first in the registry's order that has boards: the LLM configs (mode full) when
     there are any, else plans, else retrieval. The configs of other modes are named in
@@ -89,7 +105,7 @@ def suite_report(suite_name: str, warehouse: Warehouse, configs: list[str] | Non
     names = configs if configs is not None else warehouse.configs(suite_name)
     boards = {name: stored_board(suite_name, name, warehouse) for name in names}
     if not boards:
-        raise FileNotFoundError(f"no scoreboards stored for suite {suite_name!r} under {warehouse.root}")
+        raise FileNotFoundError(f"no scoreboards stored for suite {suite_name!r} in {warehouse.location}")
     order = list(MODES)
     mode = min((meta.mode for _, meta in boards.values()), key=order.index)
     same = [(records, meta) for records, meta in boards.values() if meta.mode == mode]

@@ -3,7 +3,10 @@
 Every machine of a cluster writes and reads the same rows: ``<schema>.case_records`` keyed by
 (suite, config, pass, case, role), the record itself as JSON beside the columns boards filter on,
 and ``<schema>.run_metas`` (one RunMeta per partition). Storing a partition replaces it in one
-transaction, so a reader sees the old pass or the new one, never a mix.
+transaction, so a reader sees the old pass or the new one, never a mix. It answers what the boards
+ask of the file warehouse (``passes``, ``configs``, ``read_pass``), so under the cluster profile a
+scoreboard on any machine is built from these rows; ``<schema>.scoreboards`` keeps each config's
+stored scoreboard (the report JSON) for the gate and the benchmark records on other machines.
 
 For analysis each stored partition is also exported as one Parquet file under
 ``<folder>/suite=<s>/config=<c>/pass=<n>.parquet`` (the same hive layout as the JSONL files), which
@@ -46,6 +49,17 @@ class PgCaseRecords:
                 "suite text NOT NULL, config text NOT NULL, pass_index int NOT NULL, meta jsonb NOT NULL, "
                 "PRIMARY KEY (suite, config, pass_index))"
             )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.schema}.scoreboards ("
+                "suite text NOT NULL, config text NOT NULL, report text NOT NULL, "
+                "written_at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (suite, config))"
+            )
+
+    @property
+    def location(self) -> str:
+        """Where the records are, for messages (the file warehouse names its folder)."""
+        dbname = next((part.split("=", 1)[1] for part in self.dsn.split() if part.startswith("dbname=")), "?")
+        return f"Postgres database {dbname}, schema {self.schema}"
 
     def _transaction(self) -> contextlib.AbstractContextManager[Any]:
         return pg_transaction(self.dsn)
@@ -78,6 +92,34 @@ class PgCaseRecords:
                         "AND pass_index = %s", key)
             row = cur.fetchone()
         return records, (row[0] if row else None)
+
+    def passes(self, suite: str, config: str) -> list[int]:
+        """The stored passes of one config, in order (every stored pass has its RunMeta)."""
+        with self._transaction() as cur:
+            cur.execute(f"SELECT pass_index FROM {self.schema}.run_metas WHERE suite = %s AND config = %s "
+                        "ORDER BY pass_index", [suite, config])
+            return [n for (n,) in cur.fetchall()]
+
+    def configs(self, suite: str) -> list[str]:
+        """The configs with a stored pass of ``suite``, sorted."""
+        with self._transaction() as cur:
+            cur.execute(f"SELECT DISTINCT config FROM {self.schema}.run_metas WHERE suite = %s ORDER BY config",
+                        [suite])
+            return [c for (c,) in cur.fetchall()]
+
+    def write_scoreboard(self, suite: str, config: str, report_json: str) -> None:
+        """Store (or replace) one config's scoreboard, the report JSON as saved to its file."""
+        with self._transaction() as cur:
+            cur.execute(f"INSERT INTO {self.schema}.scoreboards (suite, config, report) VALUES (%s, %s, %s) "
+                        "ON CONFLICT (suite, config) DO UPDATE SET report = EXCLUDED.report, "
+                        "written_at = clock_timestamp()", [suite, config, redact(report_json)])
+
+    def read_scoreboards(self, suite: str) -> dict[str, str]:
+        """Every stored scoreboard of ``suite``: config -> report JSON."""
+        with self._transaction() as cur:
+            cur.execute(f"SELECT config, report FROM {self.schema}.scoreboards WHERE suite = %s ORDER BY config",
+                        [suite])
+            return dict(cur.fetchall())
 
     def export_parquet(self, suite: str, config: str, pass_index: int, folder: Path) -> Path:
         """Write one partition as ``<folder>/suite=/config=/pass=<n>.parquet`` (atomically) for DuckDB."""

@@ -38,6 +38,11 @@ class Warehouse:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
+    @property
+    def location(self) -> str:
+        """Where the records are, for messages (see boards.StoredPasses)."""
+        return str(self.root)
+
     @classmethod
     def for_project(cls, project_root: str | Path) -> Warehouse:
         """A project's warehouse: ``warehouse/`` beside its nl2sql.yaml."""

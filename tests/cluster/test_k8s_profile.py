@@ -63,3 +63,25 @@ def test_the_profile_variable_selects_the_executor_or_is_refused():
     assert (k8s.profile, k8s.shard_size) == ("k8s", 7)
     with pytest.raises(ValueError, match="'embedded', 'cluster' or 'k8s'"):
         cluster_profile({"NL2SQL_PROFILE": "swarm"})
+
+
+def test_the_helm_values_match_the_code_and_the_celery_profile():
+    """deploy/k8s/values.yaml: the code location runs this profile with the same Postgres settings
+    the code reads, and the run queue has the same limits as deploy/cluster/dagster.yaml."""
+    import yaml
+
+    values = yaml.safe_load((ROOT / "deploy" / "k8s" / "values.yaml").read_text())
+    instance = yaml.safe_load((ROOT / "deploy" / "cluster" / "dagster.yaml").read_text())
+    (location,) = values["dagster-user-deployments"]["deployments"]
+    env = {e["name"]: e.get("value") for e in location["env"]}
+    assert env["NL2SQL_PROFILE"] == "k8s"
+    assert location["dagsterApiGrpcArgs"] == ["-m", "nl2sql_assets.definitions"]
+    assert location["includeConfigInLaunchedRuns"]["enabled"] is True  # step Jobs get the same env
+    read = cluster_profile({k: v for k, v in env.items() if v is not None})
+    assert read.pg_dsn == env["NL2SQL_PG_DSN"] and read.pg_schema == env["NL2SQL_PG_SCHEMA"]
+    assert values["runLauncher"]["type"] == "K8sRunLauncher"
+    queue = values["dagsterDaemon"]["runCoordinator"]["config"]["queuedRunCoordinator"]
+    runs = instance["concurrency"]["runs"]
+    assert queue["maxConcurrentRuns"] == runs["max_concurrent_runs"]
+    assert queue["tagConcurrencyLimits"] == runs["tag_concurrency_limits"]
+    assert values["dagsterDaemon"]["runRetries"]["maxRetries"] == instance["run_retries"]["max_retries"]

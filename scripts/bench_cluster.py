@@ -13,7 +13,8 @@ phases from Dagster's event log: the split step, the shard phase, the merge step
 overhead is the worker time per step not spent on case runs, ``(workers x shard phase - case-run
 seconds) / shards``: the Celery round trip, the orchestrator's poll, the step's start in the
 worker (resources, project open) and its Postgres write. A fit over every shard step gives
-``step seconds = fixed + per case run x case runs``.
+``step seconds = fixed + per case run x case runs``, and one over the combinations gives the workers'
+CPU per step beyond its case runs (CPU seconds move less than wall time on a shared machine).
 
 Needs Postgres (127.0.0.1:5432, trust) and Redis (127.0.0.1:6379); uses a fresh database and
 Redis db 14, both cleaned up. Preparing a big synthetic project (the suite, its regenerated rows)
@@ -293,6 +294,12 @@ def main() -> int:
         if len({r for r, _ in points}) > 1:
             slope, intercept = statistics.linear_regression([r for r, _ in points], [s for _, s in points])
             print(f"shard step fit (inside the op): {intercept:.2f} s per step + {slope * 1000:.2f} ms per case run")
+        if len({c.shards for c in rows}) > 1:
+            # CPU moves less than wall on a shared machine: the workers' CPU against the number of
+            # steps (the same case runs in every combination) is the CPU a step costs beyond its cases.
+            slope, intercept = statistics.linear_regression([c.shards for c in rows], [c.worker_cpu_s for c in rows])
+            print(f"worker CPU fit: {slope:.2f} CPU s per shard step + {1000 * intercept / rows[0].case_runs:.2f} "
+                  "CPU ms per case run")
         table(rows)
     finally:
         admin.cursor().execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")

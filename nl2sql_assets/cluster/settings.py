@@ -14,7 +14,15 @@ from typing import Literal
 
 from nl2sql_assets.config import StrictModel
 
-DEFAULT_SHARD_SIZE = 100
+#: Cases per shard step (x3 roles = 1,500 case runs). scripts/bench_cluster.py (docs/performance.md,
+#: "A cluster at scale"): a shard step costs its worker about 1 CPU s beyond its case runs with a
+#: 2,000-case suite and 3.5-4 s with a 16,667-case one (each step loads the whole suite), against
+#: about 14 CPU ms per key-free case run. At 500 cases that launch cost is 5-15% of a step (at 100
+#: it was 20-47%); larger shards save little more, balance worse over the workers (3 shards on 2
+#: workers left one idle a third of the time), lose more to a killed worker, and must stay under
+#: the visibility timeout (600 s; a model-bound mode full shard of 500 cases at concurrency 8 and
+#: 1 s per case run takes about 190 s).
+DEFAULT_SHARD_SIZE = 500
 
 PROFILE_VARIABLE = "NL2SQL_PROFILE"
 #: The profiles that share Postgres and shard case_runs; each names its step executor
@@ -32,9 +40,7 @@ class ClusterSettings(StrictModel):
     broker: str = "redis://127.0.0.1:6379/0"
     backend: str = "redis://127.0.0.1:6379/0"
     queue: str = "dagster"
-    #: Cases per shard step. bench_cluster.py measured a step at 1.8 s + 30 ms per case run (mode
-    #: plans, 3 roles a case): 100 cases keeps the launch cost near 17% of a key-free shard and
-    #: far less where each case run waits seconds for a model.
+    #: Cases per shard step (NL2SQL_SHARD_SIZE); see DEFAULT_SHARD_SIZE for why 500.
     shard_size: int = DEFAULT_SHARD_SIZE
     #: Redis hands an unacknowledged step to another worker after this long: a killed worker's
     #: step runs again. Keep it above the longest shard, or a slow shard runs twice.

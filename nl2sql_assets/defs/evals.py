@@ -121,6 +121,9 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                     "there and fails now blocks benchmark_records.",
     )
     def regression_gate(context: dg.AssetCheckExecutionContext, project: ProjectResource) -> dg.AssetCheckResult:
+        from nl2sql_assets.defs.cluster import pull_scoreboards
+
+        pull_scoreboards(project, suite_name)  # the boards built on other machines, under a shared profile
         return gate_check_result(project, suite_name, [context.partition_key])
 
     scoreboard_history = dg.AssetSpec(
@@ -166,9 +169,11 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
     )
     def benchmark_records(context: dg.AssetExecutionContext, config: RecordConfig,
                           project: ProjectResource) -> dg.MaterializeResult:
+        from nl2sql_assets.defs.cluster import pull_scoreboards
         from nl2sql_assets.evaluation.history.publish import PublishError, publish
         from nl2sql_assets.evaluation.reporting.report import load_report
 
+        pull_scoreboards(project, suite_name)  # the board may have been built on another machine
         path = project.warehouse.scoreboard_path(suite_name, context.partition_key)
         # The blocking check guards this asset only when both run together: check again here,
         # so materialising the records alone cannot record a run that regressed.
@@ -276,10 +281,8 @@ def history_point(project: ProjectResource, suite_name: str, key: dg.AssetKey) -
 
 def gate_check_result(project: ProjectResource, suite_name: str, configs: list[str]) -> dg.AssetCheckResult:
     """Gate each config's stored scoreboard; the flipped cases go into the metadata."""
-    from nl2sql_assets.defs.cluster import pull_scoreboards
     from nl2sql_assets.evaluation.history import gate_scoreboards
 
-    pull_scoreboards(project, suite_name)  # the boards built on other machines, under a shared profile
     if not configs:
         return dg.AssetCheckResult(passed=True, description="no scoreboard stored yet: nothing to gate",
                                    metadata={"lost_count": 0, "gained_count": 0})
@@ -309,7 +312,7 @@ def build_gate_all_check(suite_name: str) -> dg.AssetChecksDefinition:
     def regression_gate_all_configs(project: ProjectResource) -> dg.AssetCheckResult:
         from nl2sql_assets.defs.cluster import pull_scoreboards
 
-        pull_scoreboards(project, suite_name)
+        pull_scoreboards(project, suite_name)  # every machine's boards, under a shared profile
         return gate_check_result(project, suite_name, project.warehouse.scoreboards(suite_name))
 
     return regression_gate_all_configs

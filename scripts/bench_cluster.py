@@ -109,6 +109,7 @@ def start_workers(env: dict[str, str], n: int, logs: Path) -> list[subprocess.Po
         deadline = time.monotonic() + 120
         while "ready." not in (logs / f"w{i + 1}.log").read_text(errors="replace"):
             if proc.poll() is not None or time.monotonic() > deadline:
+                stop_workers(procs)  # never leave a worker behind
                 raise SystemExit(f"worker w{i + 1} not ready: {(logs / f'w{i + 1}.log').read_text()[-2000:]}")
             time.sleep(0.2)
     return procs

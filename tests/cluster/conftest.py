@@ -220,6 +220,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_da
         "NL2SQL_CELERY_BROKER": REDIS_URL,
         "NL2SQL_CELERY_BACKEND": REDIS_URL,
         "NL2SQL_CELERY_QUEUE": queue,
+        "NL2SQL_CELERY_KEY_PREFIX": f"{queue}:",  # this session's keys only, whoever else uses the db
         "NL2SQL_SHARD_SIZE": "12",
         # A killed worker's step goes back to the queue after this long (every shard here is shorter).
         "NL2SQL_VISIBILITY_TIMEOUT_S": "10",
@@ -241,7 +242,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_da
         os.environ.clear()
         os.environ.update(saved)
         client = redis.Redis.from_url(REDIS_URL)
-        keys = [*client.scan_iter(f"{queue}*"), *client.scan_iter("celery-task-meta-*"), b"unacked",
-                b"unacked_index", *client.scan_iter("_kombu.*")]
+        keys = [*client.scan_iter(f"{queue}*"), *client.scan_iter(f"_kombu.binding.{queue}*")]
         if keys:
             client.delete(*keys)

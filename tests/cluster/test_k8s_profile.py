@@ -61,7 +61,7 @@ def test_the_profile_variable_selects_the_executor_or_is_refused():
     assert cluster_profile({"NL2SQL_PROFILE": "cluster"}).profile == "cluster"
     k8s = cluster_profile({"NL2SQL_PROFILE": "k8s", "NL2SQL_SHARD_SIZE": "7"})
     assert (k8s.profile, k8s.shard_size) == ("k8s", 7)
-    with pytest.raises(ValueError, match="'embedded', 'cluster' or 'k8s'"):
+    with pytest.raises(ValueError, match="expected 'cluster' or 'embedded' or 'k8s'"):
         cluster_profile({"NL2SQL_PROFILE": "swarm"})
 
 

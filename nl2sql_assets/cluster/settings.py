@@ -16,9 +16,9 @@ from nl2sql_assets.config import StrictModel
 
 #: Cases per shard step (x3 roles = 1,500 case runs). scripts/bench_cluster.py (docs/performance.md,
 #: "A cluster at scale"): a shard step costs its worker about 1 CPU s beyond its case runs with a
-#: 2,000-case suite and 3.5-4 s with a 16,667-case one (each step loads the whole suite), against
-#: about 14 CPU ms per key-free case run. At 500 cases that launch cost is 5-15% of a step (at 100
-#: it was 20-47%); larger shards save little more, balance worse over the workers (3 shards on 2
+#: 2,000-case suite and 6-7.5 s with a 16,667-case one (each step loads the whole suite; set a
+#: larger NL2SQL_SHARD_SIZE for such suites), against about 14 CPU ms per key-free case run. At 500
+#: cases that launch cost is 5% of a step with the smaller suite (20% at 100); larger shards save little more, balance worse over the workers (3 shards on 2
 #: workers left a fifth of their time idle), lose more to a killed worker, and must stay under
 #: the visibility timeout (600 s; a model-bound mode full shard of 500 cases at concurrency 8 and
 #: 1 s per case run takes about 190 s).

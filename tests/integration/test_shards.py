@@ -73,7 +73,10 @@ def test_what_shards_and_what_does_not() -> None:
     assert shards.shard_count(RunRequest(mode="plans", workers=2), plans, big, custom_scorers=True, budget=None) == 1
     shard = RunRequest(mode="plans", workers=2, shard=(1, 2))
     assert shards.shard_count(shard, plans, big, custom_scorers=False, budget=None) == 1  # a shard never re-shards
-    assert [i for i in range(7) if shards.Shard(1, 3).holds(i)] == [1, 4]
+    dealt = shards.deal([f"c{i}" for i in range(7)], 3)
+    assert [s.case_ids for s in dealt] == [["c0", "c3", "c6"], ["c1", "c4"], ["c2", "c5"]]
+    assert [s.case_ids for s in shards.cut([f"c{i}" for i in range(5)], 2, others=["x", "c1"])] == [
+        ["c0", "c1", "x"], ["c2", "c3"], ["c4"]]
 
 
 def test_a_failing_worker_is_an_error_that_says_why(demo_project: Path) -> None:

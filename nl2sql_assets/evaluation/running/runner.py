@@ -617,18 +617,19 @@ async def _execute(request: RunRequest, mode: Mode, config: ProjectConfig, cases
     (``running.shards``; records counted here as they come, in the same order)."""
     from nl2sql_assets.evaluation.running import shards
 
+    case_ids = shards.runnable_case_ids([j.rr for j in jobs])
+    count = request.shard[1] if request.shard is not None else min(len(case_ids), shards.shard_count(
+        request, mode, len(jobs), custom_scorers=not shards.portable(scorers), budget=budget))
+    if count <= 1:
+        return await mode.execute(cases, jobs)
+    plan = shards.deal(case_ids, count)  # the worker processes plan the same shards from the same jobs
     if request.shard is not None:  # a worker: its own shard only
-        mine = shards.Shard(*request.shard)
-        return await mode.execute(cases, [j for j in jobs if mine.holds(j.index)])
-    count = shards.shard_count(request, mode, len(jobs), custom_scorers=not shards.portable(scorers),
-                               budget=budget)
+        return await mode.execute(cases, shards.jobs_of(plan[request.shard[0]], jobs))
     with shards.started(config, request, count) as workers:
-        if workers is None:
-            return await mode.execute(cases, jobs)
-        own = shards.Shard(0, count)
+        assert workers is not None
         collector = asyncio.create_task(workers.collect(cases.count, jobs))
         try:
-            stopped = await mode.execute(cases, [j for j in jobs if own.holds(j.index)])
+            stopped = await mode.execute(cases, shards.jobs_of(plan[0], jobs))
             await collector
         finally:
             collector.cancel()

@@ -177,6 +177,9 @@ class Board(StrictModel):
     coverage: Coverage | None = None
     #: selected vs first candidate on runs that tried candidate plans (None: none did)
     candidate_uplift: CandidateUplift | None = None
+    #: runs that asked a question (not a probe) and were not skipped, outages included; None: a
+    #: board written before it was counted (its ``results`` say)
+    query_runs: int | None = None
     results: list[CaseRecord] = Field(default_factory=list)
 
     @model_validator(mode="before")

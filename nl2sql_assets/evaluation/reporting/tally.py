@@ -166,6 +166,7 @@ class BoardTally:
         self.classes = dict(scorer_classes or {})
         self.executes = get_mode(meta.mode).executes
         self.records = 0
+        self.asked = 0  # runs that asked a question and were not skipped (outages included)
         self.roles: dict[str, dict[str, int]] = {}
         self.total = dict.fromkeys(VERDICTS, 0)
         self.models: dict[str, str] = {}
@@ -213,6 +214,7 @@ class BoardTally:
             self.models.setdefault(node, model)
         self.cases.setdefault((record.suite, record.case_id), (record.fingerprint, is_query(record)))
         self.all_overall.add(record, record.status)
+        self.asked += is_query(record) and record.status != "skip"
         if record.domain is not None and record.status != "skip":
             self._add_domain(self.domains[record.domain], record)
         if record.env_error is not None:
@@ -415,6 +417,7 @@ class BoardTally:
             ) for name, d in sorted(self.domains.items())},
             coverage=coverage,
             candidate_uplift=uplift,
+            query_runs=self.asked,
             results=list(results or []),
         )
 
@@ -463,7 +466,7 @@ def _cost(spending: Spending, queries: int, config_meta: ConfigMeta) -> Any:
 
 def _percentiles(values: list[float]) -> tuple[float, float, float, float]:
     """(mean, p50, p95, max)."""
-    summary = stats.latency_summary(values)
+    summary = stats.latency_summary(list(values))
     get = summary.get if isinstance(summary, dict) else lambda name: getattr(summary, name)
     return float(get("mean")), float(get("p50")), float(get("p95")), float(max(values))
 

@@ -220,9 +220,20 @@ class RunMeta(RunFacts):
     configs: dict[str, ConfigMeta] = Field(default_factory=dict)  # in the order to report them
 
 
+RecordKey = tuple[str, str, str, str, int]
+
+
+def record_key(record: CaseRecord) -> RecordKey:
+    """A case run's identity inside one run: no two records of a run share it."""
+    return (record.config, record.suite, record.case_id, record.role, record.pass_index)
+
+
 class CaseRuns(StrictModel):
     """What running cases gives back: the case records and the run's metadata. A report is
-    built from the two once (``reporting.build_report``); the warehouse stores them as they are."""
+    built from the two once (``reporting.build_report``); the warehouse stores them as they are.
+    A run whose caller streamed its records keeps none: ``order`` holds their keys in the run's
+    order instead (never stored)."""
 
     records: list[CaseRecord] = Field(default_factory=list)
     meta: RunMeta
+    order: list[RecordKey] = Field(default_factory=list, exclude=True)

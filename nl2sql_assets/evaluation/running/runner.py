@@ -53,7 +53,14 @@ from nl2sql_assets.evaluation.running.modes import (
     llm_mode,
 )
 from nl2sql_assets.evaluation.running.request import RunRequest
-from nl2sql_assets.evaluation.running.results import CaseRecord, CaseRuns, PlanTried, RunMeta
+from nl2sql_assets.evaluation.running.results import (
+    CaseRecord,
+    CaseRuns,
+    PlanTried,
+    RecordKey,
+    RunMeta,
+    record_key,
+)
 from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
 from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError, role_runs, select_cases
 from nl2sql_assets.llm.calls import EnvErrorKind, combine_sources
@@ -226,7 +233,7 @@ class _Cases:
 
     def __init__(self, mode: Mode, config: ProjectConfig, lineup: Lineup, scorers: dict[str, Scorer],
                  bus: EventBus, jobs: Sequence[CaseJob], on_case: OnCase | None, budget: Budget | None,
-                 candidates: int | None = None, registry: Any = None) -> None:
+                 candidates: int | None = None, registry: Any = None, keep_records: bool = True) -> None:
         self.mode = mode
         self.candidates = candidates  # forced plans per question (the request's), else None
         self.config = config
@@ -235,7 +242,11 @@ class _Cases:
         self.scorers = scorers
         self.bus = bus
         self.on_case = on_case
-        self.records: list[CaseRecord | None] = [None] * len(jobs)
+        # each job's record, or (``keep_records=False``: the caller streams them) its key only
+        self.records: list[CaseRecord | RecordKey | None] = [None] * len(jobs)
+        self.keep_records = keep_records
+        self.first_config = next(iter(lineup.configs), None)
+        self.scored = self.passed = self.passed_generated = 0  # the first config's, for eval.finished
         self.spent = 0.0
         self.broken: str | None = None  # the circuit breaker's message once it tripped
         self._env_streak: dict[str, int] = {}  # config -> case runs in a row the provider failed
@@ -308,7 +319,12 @@ class _Cases:
     def count(self, job: CaseJob, record: CaseRecord, cost: float) -> None:
         """Count a finished case run (here, or in a worker process: ``running.shards``)."""
         cfg = self.lineup.configs[job.config]
-        self.records[job.index] = record
+        self.records[job.index] = record if self.keep_records else record_key(record)
+        if cfg.name == self.first_config and record.status != "skip" and record.env_error is None:
+            # An environment error is an outage, not a verdict on the model: out of the denominator.
+            self.scored += 1
+            self.passed += record.status == "pass"
+            self.passed_generated += (record.generated or record).status == "pass"
         cfg.completed += 1
         self.spent += cost
         self._watch_environment(cfg, record)
@@ -601,16 +617,6 @@ def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def _accuracies(records: list[CaseRecord], first: str | None) -> tuple[float, float]:
-    # An environment error is an outage, not a verdict on the model: out of the denominator.
-    mine = [r for r in records if r.config == first and r.status != "skip" and r.env_error is None]
-    if not mine:
-        return 0.0, 0.0
-    overall = sum(r.status == "pass" for r in mine) / len(mine)
-    generated = sum((r.generated or r).status == "pass" for r in mine) / len(mine)
-    return overall, generated
-
-
 async def _execute(request: RunRequest, mode: Mode, config: ProjectConfig, cases: _Cases, jobs: list[CaseJob], *,
                    scorers: dict[str, Scorer], budget: Budget | None) -> Stopped | None:
     """Make the case runs: all here, or shard 0 here and the others in worker processes
@@ -643,7 +649,7 @@ async def _execute(request: RunRequest, mode: Mode, config: ProjectConfig, cases
 
 async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | None = None,
                      on_case: OnCase | None = None, budget: Budget | None = None,
-                     index_folder: Path | None = None) -> CaseRuns:
+                     index_folder: Path | None = None, keep_records: bool = True) -> CaseRuns:
     """``run_cases`` on the running event loop."""
     from nl2sql_assets import __version__
     from nl2sql_assets.evaluation.judging import COMPARATOR_VERSION
@@ -689,13 +695,14 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             for job in jobs:
                 lineup.configs[job.config].planned += 1
             cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget, request.candidates,
-                           run_engine.registry)
+                           run_engine.registry, keep_records=keep_records)
             stopped = await _execute(request, mode, config, cases, jobs, scorers=built, budget=budget)
             if cases.broken is not None:
                 stopped = "env_errors"
             cases.warn_unpriced()
 
-    records = [r for r in cases.records if r is not None]
+    records = [r for r in cases.records if isinstance(r, CaseRecord)]
+    order = [r for r in cases.records if isinstance(r, tuple)]
     git_commit, git_dirty = git_info(config.root)  # the user's project, not this package's checkout
     meta = RunMeta.model_validate({
         "request": request,
@@ -738,7 +745,8 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "comparator_version": COMPARATOR_VERSION,
         "isolation": isolation,
     })
-    accuracy, accuracy_generated = _accuracies(records, next(iter(lineup.configs), None))
+    accuracy = cases.passed / cases.scored if cases.scored else 0.0
+    accuracy_generated = cases.passed_generated / cases.scored if cases.scored else 0.0
     engine.bus.publish(
         Event(
             EVAL_FINISHED,
@@ -746,7 +754,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             {
                 "mode": mode.name,
                 "suites": [name for name, _, _ in loaded],
-                "cases": len(records),
+                "cases": len(records) + len(order),
                 "accuracy": accuracy,
                 "accuracy_generated": accuracy_generated,
                 "spent": cases.spent,
@@ -754,12 +762,12 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             },
         )
     )
-    return CaseRuns(records=records, meta=meta)
+    return CaseRuns(records=records, meta=meta, order=order)
 
 
 def run_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | None = None,
               on_case: OnCase | None = None, budget: Budget | None = None,
-              index_folder: Path | None = None) -> CaseRuns:
+              index_folder: Path | None = None, keep_records: bool = True) -> CaseRuns:
     """Run what ``request`` asks on runtimes derived from ``engine`` (whose datasources and event
     bus the run shares); returns the case records and the run's metadata.
 
@@ -767,14 +775,16 @@ def run_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | 
     installed plugins by default); ``on_case(config, record, spent)`` is called after each case
     run; ``budget`` is a dollar ledger shared with other runs (every partition of a backfill);
     ``index_folder`` keeps the run's own copies of the schema indexes (None: a temporary folder;
-    see ``running.isolation``).
+    see ``running.isolation``); ``keep_records=False`` (a caller that streams the records from
+    ``on_case``) returns no records, only their keys in the run's order (``CaseRuns.order``).
 
     Raises RunRefused (nothing spent), SelectionError (a selector matched nothing),
     ScorerError (an unknown scorer) or UnknownPriceError (an unpriced model).
     """
     from nl2sql_assets.llm.client import run_on_new_loop
 
-    coro = arun_cases(request, engine, scorers=scorers, on_case=on_case, budget=budget, index_folder=index_folder)
+    coro = arun_cases(request, engine, scorers=scorers, on_case=on_case, budget=budget, index_folder=index_folder,
+                      keep_records=keep_records)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -230,7 +230,8 @@ def _worker(config: ProjectConfig, request: RunRequest, out: Any) -> None:
         from nl2sql_assets.evaluation.running.runner import run_cases
 
         with Project(config) as project:  # its own engine, connections and (temporary) index copies
-            runs = run_cases(request, project.engine, scorers=project.scorers, on_case=on_case)
+            # every record goes back as it finishes: the worker keeps none (its memory stays flat)
+            runs = run_cases(request, project.engine, scorers=project.scorers, on_case=on_case, keep_records=False)
         unknown = {name: c.unknown_cost_calls for name, c in runs.meta.configs.items()}
         out.put(("done", unknown, None))
     except BaseException as exc:  # everything goes back to the running process

@@ -85,3 +85,20 @@ def test_a_failing_worker_is_an_error_that_says_why(demo_project: Path) -> None:
     with shards.started(config, request, 2) as workers, pytest.raises(shards.ShardError, match=r"missing\.yaml"):
         assert workers is not None
         asyncio.run(workers.collect(lambda *args: None, []))
+
+
+def test_a_streamed_run_over_two_processes_writes_the_records_and_boards_of_one(demo_project: Path,
+                                                                                 tmp_path: Path) -> None:
+    from nl2sql_assets.evaluation.reporting.streamed import read_records
+
+    one, _ = _run(demo_project, 1)
+    with Project.load(demo_project / "nl2sql.yaml") as project:
+        streamed = project.evals.run_streamed(RunRequest(mode="plans", cases=CASES, workers=2),
+                                              tmp_path / "records.jsonl")
+    stored = list(read_records(tmp_path / "records.jsonl"))
+    records_one = one.configs["plans"].results
+    assert [_without_timings(r) for r in stored] == [_without_timings(r) for r in records_one]  # the run's order
+    board, board_one = streamed.configs["plans"], one.configs["plans"]
+    assert board.results == []  # the boards were built from the file, holding no record
+    assert board.accuracy == board_one.accuracy and board.summary == board_one.summary
+    assert board.scores == board_one.scores and board.completed_cases == board_one.completed_cases

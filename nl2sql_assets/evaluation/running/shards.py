@@ -262,14 +262,21 @@ class Workers:
 
         by_key = {(j.config, j.rr.suite, j.rr.case.id, j.rr.role, j.pass_index): j for j in jobs}
         waiting = len(self.procs)
+        pending: list[tuple[str, Any, Any]] = []
         while waiting:
-            try:
-                kind, payload, extra = await asyncio.to_thread(self.queue.get, True, 1.0)
-            except queue_mod.Empty:
-                dead = [p for p in self.procs if not p.is_alive() and p.exitcode not in (0, None)]
-                if dead:
-                    raise ShardError(f"worker {dead[0].name} died (exit code {dead[0].exitcode})") from None
-                continue
+            if not pending:
+                try:  # wait for a message off the event loop, then take what else is there without waiting
+                    pending.append(await asyncio.to_thread(self.queue.get, True, 1.0))
+                except queue_mod.Empty:
+                    dead = [p for p in self.procs if not p.is_alive() and p.exitcode not in (0, None)]
+                    if dead:
+                        raise ShardError(f"worker {dead[0].name} died (exit code {dead[0].exitcode})") from None
+                    continue
+                with contextlib.suppress(queue_mod.Empty):
+                    while len(pending) < 256:
+                        pending.append(self.queue.get_nowait())
+                pending.reverse()
+            kind, payload, extra = pending.pop()
             if kind == "record":
                 record = CaseRecord.model_validate_json(payload)
                 job = by_key[(record.config, record.suite, record.case_id, record.role, record.pass_index)]
@@ -280,6 +287,8 @@ class Workers:
                 waiting -= 1
             else:
                 raise ShardError(f"a worker process failed: {payload}")
+            if pending:
+                await asyncio.sleep(0)  # let this process's own case runs go on between records
 
     def close(self) -> None:
         for proc in self.procs:

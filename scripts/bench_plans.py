@@ -132,8 +132,9 @@ def instrumented(timers: Timers) -> Iterator[None]:
     """Wrap, for the duration of the block, the functions at the names the pipeline calls them by.
 
     - ``litellm.acompletion``: the client looks it up on the module at each call.
-    - ``httpx.AsyncClient.send``: the HTTP round trip as the client sees it (litellm's openai
-      route sends through an httpx client).
+    - ``httpx.AsyncClient.send`` / ``aiohttp.ClientSession._request``: the HTTP round trip as
+      the client sees it (litellm's openai route sends through an httpx client, the lean wire
+      through aiohttp), the response body's read left out.
     - the gold server's ``do_POST``: server-side handling time.
     - ``pipeline.validate_plan`` / ``pipeline.generate_sql`` / ``pipeline.check_sql``: imported by
       name into the pipeline.
@@ -141,6 +142,7 @@ def instrumented(timers: Timers) -> Iterator[None]:
     - ``runner.score_run``, ``reporting.build_report`` (imported by name inside the project's
       ``run_request``) and the gold server's ``start`` / ``stop``.
     """
+    import aiohttp
     import httpx
 
     from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
@@ -156,6 +158,7 @@ def instrumented(timers: Timers) -> Iterator[None]:
         (litellm, "acompletion", _async_timer(timers, "acompletion", litellm.acompletion)),
         (openai_compat, "acompletion", _async_timer(timers, "acompletion", openai_compat.acompletion)),
         (httpx.AsyncClient, "send", _async_timer(timers, "http", httpx.AsyncClient.send)),
+        (aiohttp.ClientSession, "_request", _async_timer(timers, "http", aiohttp.ClientSession._request)),
         (gold_llm._Handler, "do_POST", _sync_timer(timers, "server", gold_llm._Handler.do_POST)),
         (pipeline, "validate_plan", _sync_timer(timers, "validation", pipeline.validate_plan)),
         (pipeline, "generate_sql", _sync_timer(timers, "sqlgen", pipeline.generate_sql)),

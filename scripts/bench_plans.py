@@ -8,9 +8,11 @@ demand:
     python scripts/bench_plans.py                      # sweep concurrency 1, 2, 4, 8; 3 runs each
     python scripts/bench_plans.py --concurrency 4 --repeat 5 --profile
     python scripts/bench_plans.py --concurrency config --end-to-end --tree /tmp/before   # another checkout
+    python scripts/bench_plans.py --concurrency config --litellm-switches   # litellm's per-call extras, each off
 
 Each run is ``Project.load(...).evals.run(mode="plans")`` on a fresh demo project (the real
-pipeline, litellm over HTTP to the local gold server). One extra instrumented run splits the
+pipeline, over HTTP to the local gold server: the lean OpenAI-compatible wire, or litellm with
+``--api litellm``). One extra instrumented run splits the
 wall time into litellm, the HTTP round trip, validation, SQL generation, execution, scoring and
 the rest; timing wrappers are monkeypatched in for that run only. ``--end-to-end`` adds fresh
 processes timed from outside (wall, CPU, peak RSS): ``import litellm``, ``import
@@ -180,6 +182,90 @@ def instrumented(timers: Timers) -> Iterator[None]:
             setattr(owner, name, original)
 
 
+# ---------------------------------------------------------------- litellm's switches
+
+
+def _litellm_switches() -> dict[str, Callable[[Any], list[tuple[Any, str, Any]]]]:
+    """What litellm does per call that we do not use, each as the patches that switch it off
+    (owner, attribute, replacement), for measuring. The product already switches off litellm's
+    cost calculator (``client._skip_cost_calculator``): the first row puts it back."""
+    from litellm.litellm_core_utils import litellm_logging
+
+    from nl2sql_assets.llm.client import SWITCHED_OFF
+
+    async def _none_async(*_args: Any, **_kwargs: Any) -> None:
+        return None
+
+    def _cost(lib: Any) -> list[tuple[Any, str, Any]]:  # its own cost calculator (we price calls ourselves)
+        return [(litellm_logging.Logging, "_response_cost_calculator", lambda *_a, **_k: None),
+                (litellm_logging.Logging, "response_cost_calculator", lambda *_a, **_k: None),
+                (litellm_logging.Logging, "_response_cost_calculator_async", _none_async)]
+
+    def _async_logging(lib: Any) -> list[tuple[Any, str, Any]]:  # success logging on its logging worker
+        return [(lib.utils, "_client_async_logging_helper", _none_async)]
+
+    def _sync_logging(lib: Any) -> list[tuple[Any, str, Any]]:  # success handler in a background thread
+        return [(litellm_logging.Logging, "success_handler", lambda *_a, **_k: None)]
+
+    def _scrubbing(lib: Any) -> list[tuple[Any, str, Any]]:  # removing key-like params before logging
+        return [(lib.utils, "remove_sensitive_keys_from_dict", lambda d: dict(d))]
+
+    def _message_logging(lib: Any) -> list[tuple[Any, str, Any]]:  # documented: no messages in its logs
+        return [(lib, "turn_off_message_logging", True)]
+
+    def _as_litellm_ships(lib: Any) -> list[tuple[Any, str, Any]]:  # the product's switches undone
+        return [(owner, name, original) for (owner, name), original in SWITCHED_OFF.items()]
+
+    switches = {"nothing (cost calculator back on, as litellm ships)": _as_litellm_ships, "cost calculator": _cost, "async success logging": _async_logging,
+                "sync success handler (thread)": _sync_logging, "scrubbing for logs": _scrubbing,
+                "message logging (turn_off_message_logging)": _message_logging}
+    each = [_cost, _async_logging, _sync_logging, _scrubbing, _message_logging]
+    switches["all of the above"] = lambda lib: [p for make in each for p in make(lib)]
+    return switches
+
+
+@contextlib.contextmanager
+def patched(patches: list[tuple[Any, str, Any]]) -> Iterator[None]:
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    try:
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in reversed(saved):
+            setattr(owner, name, value)
+
+
+def measure_litellm_switches(config_path: Path, concurrency: int | None, repeat: int) -> None:
+    """CPU per case run on the litellm wire with each switch off, interleaved with the product's
+    setting (and with litellm as it ships)."""
+    from nl2sql_assets.evaluation.running import gold_llm
+    from nl2sql_assets.llm.client import _lib
+
+    lib = _lib()
+    switches = {"none (litellm as the product sets it)": lambda _lib: [], **_litellm_switches()}
+    outs: dict[str, list[RunOutcome]] = {name: [] for name in switches}
+    os.environ[gold_llm.GOLD_API_ENV] = "litellm"
+    try:
+        run_once(config_path, concurrency)  # warm
+        for _ in range(repeat):
+            for name, make in switches.items():
+                with patched(make(lib)):
+                    outs[name].append(run_once(config_path, concurrency))
+    finally:
+        os.environ.pop(gold_llm.GOLD_API_ENV, None)
+    base = statistics.median(o.cpu_s / o.cases * 1000 for o in outs["none (litellm as the product sets it)"])
+    rows = []
+    for name, runs in outs.items():
+        per_case = [o.cpu_s / o.cases * 1000 for o in runs]
+        rows.append([name, spread(per_case, "{:.1f}"), f"{statistics.median(per_case) - base:+.1f}",
+                     spread([o.wall_s for o in runs], "{:.2f}"),
+                     f"{sum(o.passed for o in runs)}/{sum(o.cases for o in runs)}"])
+    print_table(f"litellm wire, one switch off at a time ({repeat} run(s) each, interleaved; max_concurrency "
+                f"{concurrency if concurrency is not None else 'as configured'})",
+                ["switched off", "CPU ms/case run min/med/max", "vs product (median)", "wall s", "passed"], rows)
+
+
 # ---------------------------------------------------------------- one run
 
 
@@ -325,6 +411,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--api", default="auto",
                         help="comma-separated wires to the gold server, measured interleaved: auto (the lean "
                              "OpenAI-compatible client), litellm (default auto)")
+    parser.add_argument("--litellm-switches", action="store_true",
+                        help="also measure the litellm wire with each of litellm's per-call extras switched off "
+                             "(cost calculator, logging, scrubbing), one at a time")
     parser.add_argument("--end-to-end", action="store_true",
                         help="also time fresh processes: imports, the CLI eval run, pipeline run")
     parser.add_argument("--tree", type=Path, default=None,
@@ -462,6 +551,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.profile:
             profile_once(demo.config, best, args.top)
+        if args.litellm_switches:
+            measure_litellm_switches(demo.config, values[0], args.repeat)
         if args.end_to_end:
             end_to_end(demo.config, args.repeat)
 

@@ -66,12 +66,43 @@ def _lib() -> Any:
             litellm.suppress_debug_info = True
             litellm.telemetry = False
             transport.install(litellm)
+            _skip_cost_calculator()
             for name in _PROVIDER_LOGGERS:
                 protect_logger(name)
             for model in sorted(_free_models):
                 _register_free(litellm, model)
             _litellm = litellm
     return _litellm
+
+
+#: (owner, attribute) → litellm's own, for what ``_skip_cost_calculator`` replaced (benchmarks put them back).
+SWITCHED_OFF: dict[tuple[Any, str], Any] = {}
+
+
+def _no_cost(*_args: Any, **_kwargs: Any) -> None:
+    return None
+
+
+async def _no_cost_async(*_args: Any, **_kwargs: Any) -> None:
+    return None
+
+
+def _skip_cost_calculator() -> None:
+    """Switch off litellm's own pricing of every response (its cost calculator: model-name rule
+    searches and cost-map lookups per call). We price calls ourselves (``llm/prices.py``) and never
+    read litellm's figure; ``scripts/bench_plans.py --litellm-switches`` measures each of
+    litellm's per-call extras, and this one was the one that saved CPU. Where a litellm
+    version lacks these hooks, nothing is changed."""
+    try:
+        from litellm.litellm_core_utils.litellm_logging import Logging
+    except ImportError:
+        return
+    for name, replacement in (("_response_cost_calculator", _no_cost), ("response_cost_calculator", _no_cost),
+                              ("_response_cost_calculator_async", _no_cost_async)):
+        original = getattr(Logging, name, None)
+        if callable(original) and original not in (_no_cost, _no_cost_async):
+            SWITCHED_OFF[(Logging, name)] = original
+            setattr(Logging, name, replacement)
 
 
 async def release_logging_worker() -> None:

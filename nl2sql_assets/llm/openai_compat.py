@@ -84,9 +84,13 @@ async def _close_at_shutdown(session: aiohttp.ClientSession) -> AsyncIterator[No
     """An async generator the loop knows (its asyncgen hooks saw it start): ``asyncio.run`` (and
     every ``Runner``) closes such generators before closing the loop, and so this session, on
     the loop it belongs to, even when nobody called ``close_client``."""
+    loop = asyncio.get_running_loop()
     try:
         yield
     finally:
+        held = _sessions.get(loop)
+        if held is not None and held.session is session:
+            del _sessions[loop]
         await session.close()
 
 
@@ -115,7 +119,7 @@ async def close_client() -> None:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return
-    held = _sessions.pop(loop, None)
+    held = _sessions.get(loop)
     if held is not None:
         await held.closer.aclose()
 

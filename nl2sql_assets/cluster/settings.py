@@ -25,6 +25,9 @@ class ClusterSettings(StrictModel):
     broker: str = "redis://127.0.0.1:6379/0"
     backend: str = "redis://127.0.0.1:6379/0"
     queue: str = "dagster"
+    #: Put before every Redis key Celery writes (queues, unacknowledged steps, results), so clusters
+    #: sharing one Redis database never see, redeliver or clear each other's steps.
+    key_prefix: str = ""
     #: Cases per shard step. bench_cluster.py measured a step at 1.8 s + 30 ms per case run (mode
     #: plans, 3 roles a case): 100 cases keeps the launch cost near 17% of a key-free shard and
     #: far less where each case run waits seconds for a model.
@@ -40,6 +43,7 @@ class ClusterSettings(StrictModel):
         names = {
             "pg_dsn": "NL2SQL_PG_DSN", "pg_schema": "NL2SQL_PG_SCHEMA", "broker": "NL2SQL_CELERY_BROKER",
             "backend": "NL2SQL_CELERY_BACKEND", "queue": "NL2SQL_CELERY_QUEUE", "shard_size": "NL2SQL_SHARD_SIZE",
+            "key_prefix": "NL2SQL_CELERY_KEY_PREFIX",
             "visibility_timeout_s": "NL2SQL_VISIBILITY_TIMEOUT_S",
             "stale_reservation_s": "NL2SQL_STALE_RESERVATION_S",
         }
@@ -47,14 +51,21 @@ class ClusterSettings(StrictModel):
 
     def celery_config(self) -> dict:
         """Celery settings: a step is acknowledged only when it finished, so a worker that dies
-        mid-step gives it back to the queue; one step per worker at a time."""
+        mid-step gives it back to the queue; one step per worker at a time. Workers look for
+        steps left unacknowledged past the visibility timeout every tenth of it (1-60 s; kombu's
+        default sweep is every 100 s, which would leave a killed worker's step waiting)."""
+        transport: dict = {"visibility_timeout": self.visibility_timeout_s,
+                           "unacked_restore_interval": max(1, min(60, self.visibility_timeout_s // 10)),
+                           "unacked_restore_throttle": 1}
+        if self.key_prefix:
+            transport["global_keyprefix"] = self.key_prefix
         return {
             "task_acks_late": True,
             "task_reject_on_worker_lost": True,
             "worker_prefetch_multiplier": 1,
             "task_default_queue": self.queue,
-            "broker_transport_options": {"visibility_timeout": self.visibility_timeout_s},
-            "result_backend_transport_options": {"visibility_timeout": self.visibility_timeout_s},
+            "broker_transport_options": transport,
+            "result_backend_transport_options": dict(transport),
         }
 
 

@@ -4,11 +4,14 @@ worker processes started and stopped by the tests."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -57,8 +60,79 @@ def pg_database() -> Iterator[str]:
         con.close()
 
 
-def dsn(database: str) -> str:
-    return f"host={PG_HOST} port={PG_PORT} dbname={database} user={PG_USER}"
+def dsn(database: str, port: int = PG_PORT) -> str:
+    return f"host={PG_HOST} port={port} dbname={database} user={PG_USER}"
+
+
+class PgPort:
+    """A TCP port in front of the local Postgres that a test closes and opens again: a Postgres
+    restart as its clients see it (every connection dropped, new ones refused until it is back),
+    without touching the server other tests share. A plain forwarder (threads copying bytes):
+    the standard library has none, and a test needs nothing more."""
+
+    def __init__(self, target: tuple[str, int] = (PG_HOST, PG_PORT)) -> None:
+        self.target = target
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> PgPort:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        listener.settimeout(0.1)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._accept, args=(listener,), daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Refuse new connections and drop every open one (what a server restart does to clients)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        with self._lock:
+            open_now, self._open = list(self._open), set()
+        for sock in open_now:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        with listener:
+            while not self._stop.is_set():
+                try:
+                    client, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                client.settimeout(None)
+                try:
+                    upstream = socket.create_connection(self.target, timeout=3)
+                except OSError:
+                    client.close()
+                    continue
+                upstream.settimeout(None)
+                with self._lock:
+                    self._open.update((client, upstream))
+                for src, dst in ((client, upstream), (upstream, client)):
+                    threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        with self._lock:
+            self._open.discard(src)
+        src.close()
 
 
 @dataclass
@@ -66,6 +140,7 @@ class Cluster:
     """The environment of one cluster (the test process is the run orchestrator) and its workers."""
 
     env: dict[str, str]
+    pg_port: PgPort  # the port our tables (NL2SQL_PG_DSN) reach Postgres through; Dagster's storage goes direct
     home: Path
     project: Path
     logs: Path
@@ -111,6 +186,15 @@ class Cluster:
                     proc.wait(5)
 
 
+def with_routing_suite(project: Path) -> None:
+    """The demo project evaluating the routing suite beside Chinook (evals.yaml lists Chinook only)."""
+    evals = project / "evals.yaml"
+    text = evals.read_text(encoding="utf-8")
+    assert "- suites/chinook.yaml\n" in text, "the demo's evals.yaml no longer lists suites/chinook.yaml"
+    evals.write_text(text.replace("- suites/chinook.yaml\n", "- suites/chinook.yaml\n- suites/routing.yaml\n"),
+                     encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_database: str) -> Iterator[Cluster]:
     """A demo project, a DAGSTER_HOME on Postgres, the profile's variables, and two workers."""
@@ -120,20 +204,23 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_da
     root = tmp_path_factory.mktemp("cluster")
     project = root / "demo"
     shutil.copytree(demo_template, project)
+    with_routing_suite(project)
     home = root / "dagster_home"
     home.mkdir()
     shutil.copy(REPO / "deploy" / "cluster" / "dagster.yaml", home / "dagster.yaml")
     (root / "logs").mkdir()
     queue = f"nl2sql_test_{uuid.uuid4().hex[:8]}"
+    pg_port = PgPort().start()
     env = {
         **os.environ,
         "NL2SQL_PROFILE": "cluster",
-        "NL2SQL_PG_DSN": dsn(pg_database),
+        "NL2SQL_PG_DSN": dsn(pg_database, pg_port.port),
         "NL2SQL_PG_SCHEMA": "nl2sql",
         "NL2SQL_DAGSTER_PG_URL": f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{pg_database}",
         "NL2SQL_CELERY_BROKER": REDIS_URL,
         "NL2SQL_CELERY_BACKEND": REDIS_URL,
         "NL2SQL_CELERY_QUEUE": queue,
+        "NL2SQL_CELERY_KEY_PREFIX": f"{queue}:",  # this session's keys only, whoever else uses the db
         "NL2SQL_SHARD_SIZE": "12",
         # A killed worker's step goes back to the queue after this long (every shard here is shorter).
         "NL2SQL_VISIBILITY_TIMEOUT_S": "10",
@@ -143,7 +230,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_da
     }
     saved = dict(os.environ)
     os.environ.update(env)
-    c = Cluster(env=env, home=home, project=project, logs=root / "logs")
+    c = Cluster(env=env, pg_port=pg_port, home=home, project=project, logs=root / "logs")
     try:
         c.start_worker("w1")
         c.start_worker("w2")
@@ -151,10 +238,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_da
         yield c
     finally:
         c.stop_all()
+        pg_port.stop()
         os.environ.clear()
         os.environ.update(saved)
         client = redis.Redis.from_url(REDIS_URL)
-        keys = [*client.scan_iter(f"{queue}*"), *client.scan_iter("celery-task-meta-*"), b"unacked",
-                b"unacked_index", *client.scan_iter("_kombu.*")]
+        keys = [*client.scan_iter(f"{queue}*"), *client.scan_iter(f"_kombu.binding.{queue}*")]
         if keys:
             client.delete(*keys)

@@ -85,3 +85,29 @@ def test_a_dead_workers_reservation_counts_as_spent_then_stops_blocking(pg_datab
     assert totals["spent"] == pytest.approx(0.90)  # the dead reservation counts at its 0.30
     assert totals["open"] == 0
     assert ledger.reserve("c", cap=1.0) == "stop"  # nothing in flight, no room: stop, not wait forever
+
+
+def test_a_postgres_that_is_gone_fails_at_once_naming_postgres(pg_database: str):
+    from nl2sql_assets.evaluation.history.pg import PostgresUnavailable
+    from tests.cluster.conftest import PgPort
+
+    port = PgPort()  # a port nothing listens on: Postgres stopped, as its clients see it
+    started = time.monotonic()
+    with pytest.raises(PostgresUnavailable, match=rf"PostgreSQL at 127\.0\.0\.1:{port.port}/{pg_database} .*unavailable"):
+        PgSpendLedger(dsn(pg_database, port.port), "b", schema="ledger_test")
+    assert time.monotonic() - started < 5
+
+
+def test_a_connection_dropped_mid_transaction_is_raised_as_postgres_unavailable(pg_database: str):
+    from nl2sql_assets.evaluation.history.pg import PostgresUnavailable, pg_transaction
+    from tests.cluster.conftest import PgPort
+
+    port = PgPort().start()
+    try:
+        with pytest.raises(PostgresUnavailable, match="re-execute the run from failure"):  # noqa: SIM117
+            with pg_transaction(dsn(pg_database, port.port)) as cur:
+                cur.execute("SELECT 1")
+                port.stop()  # the server restarts between two statements
+                cur.execute("SELECT 2")
+    finally:
+        port.stop()

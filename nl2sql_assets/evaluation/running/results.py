@@ -8,6 +8,7 @@ across passes without storing data.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -149,6 +150,15 @@ class RunStamp(StrictModel):
     package_version: str
     git_commit: str = "unknown"
     git_dirty: bool | Literal["unknown"] = "unknown"
+
+
+def summed_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    """Counts by kind added over several runs or shards (kinds sorted, as reports print them)."""
+    out: dict[str, int] = {}
+    for one in counts:
+        for key, n in one.items():
+            out[key] = out.get(key, 0) + n
+    return dict(sorted(out.items()))
 
 
 def _same_ref(a: Any, b: Any) -> bool:

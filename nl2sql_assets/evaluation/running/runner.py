@@ -22,7 +22,7 @@ import hashlib
 import json
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +60,7 @@ from nl2sql_assets.evaluation.running.results import (
     RecordKey,
     RunMeta,
     record_key,
+    summed_counts,
 )
 from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
 from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError, role_runs, select_cases
@@ -609,14 +610,6 @@ def _jobs(runs: list[RoleRun], pass_list: list[int], config_names: list[str]) ->
     return jobs
 
 
-def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for one in counts:
-        for key, n in one.items():
-            out[key] = out.get(key, 0) + n
-    return dict(sorted(out.items()))
-
-
 async def _execute(request: RunRequest, mode: Mode, config: ProjectConfig, cases: _Cases, jobs: list[CaseJob], *,
                    scorers: dict[str, Scorer], budget: Budget | None) -> Stopped | None:
     """Make the case runs: all here, or shard 0 here and the others in worker processes
@@ -716,7 +709,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "spent": cases.spent,
         "stopped": stopped,
         "incomplete": any(c.env_errors for c in lineup.configs.values()),
-        "env_errors": _summed(c.env_errors for c in lineup.configs.values()),
+        "env_errors": summed_counts(c.env_errors for c in lineup.configs.values()),
         "breaker": cases.broken,
         "skipped": skipped * len(pass_list),
         "left_out": {kind: n * len(pass_list) for kind, n in left_out.items()},

@@ -141,8 +141,9 @@ def merge_shards(request: RunRequest, shards: Sequence[CaseRuns]) -> CaseRuns:
     """The single run that contiguous shards (``cut``) make together: records in shard order,
     counts summed, the request as the partition gave it, and the run stamp from the first start
     to the last end."""
-    from nl2sql_assets.evaluation.running.results import CaseRuns, RunMeta
+    from nl2sql_assets.evaluation.running.results import CaseRuns, RunMeta, summed_counts
     from nl2sql_assets.evaluation.running.selection import SelectionError
+    from nl2sql_assets.llm.calls import combine_sources
 
     if not shards:
         raise SelectionError("nothing to merge: no shard ran")
@@ -155,6 +156,9 @@ def merge_shards(request: RunRequest, shards: Sequence[CaseRuns]) -> CaseRuns:
             "planned_cases": sum(p.planned_cases for p in parts),
             "completed_cases": sum(p.completed_cases for p in parts),
             "unknown_cost_calls": sum(p.unknown_cost_calls for p in parts),
+            "estimated_calls": sum(p.estimated_calls for p in parts),
+            "token_source": combine_sources(p.token_source for p in parts),
+            "env_errors": summed_counts(p.env_errors for p in parts),
         })
     databases = {}
     for m in metas:
@@ -175,6 +179,10 @@ def merge_shards(request: RunRequest, shards: Sequence[CaseRuns]) -> CaseRuns:
         "roles": sorted({r for m in metas for r in m.roles}),
         "spent": sum(m.spent for m in metas),
         "stopped": stopped,
+        # An outage in any shard makes the whole partition's run incomplete, counted over all shards.
+        "incomplete": any(m.incomplete for m in metas),
+        "env_errors": summed_counts(m.env_errors for m in metas),
+        "breaker": next((m.breaker for m in metas if m.breaker), None),
         "skipped": sum(m.skipped for m in metas),
         "left_out": left_out,
         "databases": list(databases.values()),

@@ -292,23 +292,10 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     request = RunRequest(suites=args.suite, mode=args.mode, llm=llm, cases=args.cases, roles=args.roles,
                          passes=args.passes, max_cost_usd=args.max_cost, clarify=args.clarify,
                          candidates=args.candidates, workers=args.workers, engines=engines)
-    from nl2sql_assets.evaluation.reporting.streamed import (
-        RecordStream,
-        all_records,
-        records_path_for,
-        save_summary,
-    )
+    from nl2sql_assets.evaluation.reporting.streamed import records_path_for, save_summary
 
-    progress = _progress()
-    with RecordStream(records_path_for(out)) as stream:  # each case record written as it finishes
-
-        def on_case(config: str, record: Any, spent: float) -> None:
-            stream.on_case(config, record, spent)
-            if progress is not None:
-                progress(config, record, spent)
-
-        report = project.evals.run_request(request, on_case=on_case)
-        records = stream.finish(all_records(report))
+    records = records_path_for(out)  # each case record written as it finishes; the boards read them back
+    report = project.evals.run_streamed(request, records, on_case=_progress())
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     save_summary(report, out, records)
@@ -331,7 +318,10 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
         code = EXIT_REGRESSION
     if args.baseline:
         try:
-            result = project.evals.gate(report, args.baseline)
+            from nl2sql_assets.evaluation.reporting.report import load_report
+
+            # the gate compares case by case: the report with its records read back from the file
+            result = project.evals.gate(load_report(out), args.baseline)
         except BaselineError as exc:
             print(f"baseline: {exc}", file=sys.stderr)
             return EXIT_USAGE

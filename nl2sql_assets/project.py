@@ -173,15 +173,34 @@ class Evals:
         registry = scorers or self._project.scorers
         return build_report(runs.records, runs.meta, scorer_classes={n: registry.get(n) for n in registry.names()})
 
+    def run_streamed(self, request: RunRequest, records: Path, *, on_case: OnCase | None = None) -> EvalReport:
+        """The report of a run request whose case records go to ``records`` (JSON Lines) as they
+        finish, in the run's order at the end; the boards are built in one pass over that file and
+        hold no record (``reporting.streamed``), so a run's memory does not grow with its records."""
+        from nl2sql_assets.evaluation.reporting.streamed import RecordStream, report_from_records
+
+        with RecordStream(records) as stream:
+
+            def streamed(config: str, record: Any, spent: float) -> None:
+                stream.on_case(config, record, spent)
+                if on_case is not None:
+                    on_case(config, record, spent)
+
+            runs = self.run_cases(request, on_case=streamed, keep_records=False)
+            path = stream.finish(runs.order)
+        registry = self._project.scorers
+        return report_from_records(path, runs.meta, scorer_classes={n: registry.get(n) for n in registry.names()})
+
     def run_cases(self, request: RunRequest, *, on_case: OnCase | None = None,
-                  budget: SpendLedger | None = None, scorers: ScorerRegistry | None = None) -> CaseRuns:
+                  budget: SpendLedger | None = None, scorers: ScorerRegistry | None = None,
+                  keep_records: bool = True) -> CaseRuns:
         """The case records and the run's metadata, on the project's engine and scorers (or the
-        registry ``scorers``)."""
+        registry ``scorers``); ``keep_records=False``: only their keys (a caller that streams them)."""
         from nl2sql_assets.evaluation.running import run_cases
 
         project = self._project
         return run_cases(request, project.engine, scorers=scorers or project.scorers, on_case=on_case,
-                         budget=budget, index_folder=project.warehouse.eval_index_dir)
+                         budget=budget, index_folder=project.warehouse.eval_index_dir, keep_records=keep_records)
 
     def gate(self, report: EvalReport, baseline: Any) -> GateResult:
         from nl2sql_assets.evaluation.history import gate

@@ -8,7 +8,8 @@ and under 1 GB, memory growing linearly).
 
 The suite is synthetic: copies of the Chinook suite's cases (``benchlib.synthetic_suite``) on the
 demo project. Each measurement is a fresh process: in-process means ``Project.load(...).evals.run``
-timed after imports (RSS sampled every 1,000 case runs, to see the growth), CLI means
+timed after imports (``evals.run_streamed`` where the tree has it: records to a temporary file,
+boards built from it; RSS sampled every 1,000 case runs, to see the growth), CLI means
 ``nl2sql-assets eval run --mode plans --out ...`` timed from outside, imports included.
 """
 
@@ -54,16 +55,21 @@ def child(config: Path, suite: Path, workers: int | None) -> None:
     if workers is not None:
         kwargs["workers"] = workers
     started, cpu = time.perf_counter(), time.process_time()
-    with Project.load(config) as project:
-        report = project.evals.run(suites=[suite], mode="plans", on_case=on_case, **kwargs)
+    with Project.load(config) as project, tempfile.TemporaryDirectory(prefix="bench-scale-records-") as tmp:
+        if hasattr(project.evals, "run_streamed"):  # records streamed to a file, boards built from it
+            from nl2sql_assets.evaluation.running import RunRequest
+
+            request = RunRequest(suites=[suite], mode="plans", **kwargs)
+            report = project.evals.run_streamed(request, Path(tmp) / "records.jsonl", on_case=on_case)
+        else:  # an older tree: records held in memory
+            report = project.evals.run(suites=[suite], mode="plans", on_case=on_case, **kwargs)
     wall, cpu_s = time.perf_counter() - started, time.process_time() - cpu
     children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the worker processes' CPU
     board = report.first_board
-    records = list(board.results) if board is not None else []
-    scored = [r for r in records if r.status != "skip"]
+    total = board.summary.total if board is not None else {}
     print(json.dumps({
         "wall_s": wall, "cpu_s": cpu_s + children.ru_utime + children.ru_stime,
-        "case_runs": len(scored), "passed": sum(r.status == "pass" for r in scored), "rss": samples,
+        "case_runs": sum(total.values()) - total.get("skip", 0), "passed": total.get("pass", 0), "rss": samples,
     }))
 
 

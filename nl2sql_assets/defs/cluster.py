@@ -112,7 +112,7 @@ def build_sharded_case_runs(suite_name: str, suite_path: Path, index_keys: Seque
     @dg.op(name=f"{suite_name}_split_cases", out=dg.DynamicOut(dict), ins={"upstream": dg.In(dg.Nothing)},
            description=f"Cuts one partition's cases into shards of {settings.shard_size} (NL2SQL_SHARD_SIZE).")
     def split_cases(context: dg.OpExecutionContext, project: ProjectResource):
-        from nl2sql_assets.evaluation.running.case_shards import plan_shards
+        from nl2sql_assets.evaluation.running.shards import plan_shards
 
         config, pass_index = partition_config_pass(context)
         with project.open() as proj:
@@ -126,7 +126,7 @@ def build_sharded_case_runs(suite_name: str, suite_path: Path, index_keys: Seque
     @dg.op(name=f"{suite_name}_run_shard", retry_policy=SHARD_RETRIES, pool="llm",
            description="Runs one shard's cases on whichever worker takes it; its records go to Postgres.")
     def run_shard(context: dg.OpExecutionContext, project: ProjectResource, shard: dict) -> dict:
-        from nl2sql_assets.evaluation.running.case_shards import Shard, keep_own, shard_request
+        from nl2sql_assets.evaluation.running.shards import Shard, keep_own, shard_request
 
         spec = Shard.model_validate(shard)
         config, pass_index = partition_config_pass(context)
@@ -151,7 +151,7 @@ def build_sharded_case_runs(suite_name: str, suite_path: Path, index_keys: Seque
     @dg.op(name=f"{suite_name}_merge_shards",
            description="Merges the shards' records into the partition's records in the warehouse.")
     def merge_shards(context: dg.OpExecutionContext, project: ProjectResource, shards: list[dict]) -> dg.Output:
-        from nl2sql_assets.evaluation.running.case_shards import merge_shards as merge
+        from nl2sql_assets.evaluation.running.shards import merge_shards as merge
 
         config, pass_index = partition_config_pass(context)
         expected = shards[0]["count"] if shards else 0

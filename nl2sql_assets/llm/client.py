@@ -66,12 +66,43 @@ def _lib() -> Any:
             litellm.suppress_debug_info = True
             litellm.telemetry = False
             transport.install(litellm)
+            _skip_cost_calculator()
             for name in _PROVIDER_LOGGERS:
                 protect_logger(name)
             for model in sorted(_free_models):
                 _register_free(litellm, model)
             _litellm = litellm
     return _litellm
+
+
+#: (owner, attribute) → litellm's own, for what ``_skip_cost_calculator`` replaced (benchmarks put them back).
+SWITCHED_OFF: dict[tuple[Any, str], Any] = {}
+
+
+def _no_cost(*_args: Any, **_kwargs: Any) -> None:
+    return None
+
+
+async def _no_cost_async(*_args: Any, **_kwargs: Any) -> None:
+    return None
+
+
+def _skip_cost_calculator() -> None:
+    """Switch off litellm's own pricing of every response (its cost calculator: model-name rule
+    searches and cost-map lookups per call). We price calls ourselves (``llm/prices.py``) and never
+    read litellm's figure; ``scripts/bench_plans.py --litellm-switches`` measures each of
+    litellm's per-call extras, and this one was the one that saved CPU. Where a litellm
+    version lacks these hooks, nothing is changed."""
+    try:
+        from litellm.litellm_core_utils.litellm_logging import Logging
+    except ImportError:
+        return
+    for name, replacement in (("_response_cost_calculator", _no_cost), ("response_cost_calculator", _no_cost),
+                              ("_response_cost_calculator_async", _no_cost_async)):
+        original = getattr(Logging, name, None)
+        if callable(original) and original not in (_no_cost, _no_cost_async):
+            SWITCHED_OFF[(Logging, name)] = original
+            setattr(Logging, name, replacement)
 
 
 async def release_logging_worker() -> None:
@@ -113,13 +144,19 @@ def run_on_new_loop(coro: Coroutine[Any, Any, R]) -> R:
     lean client's connections are closed before the loop closes, so nothing of either is carried
     to (or left pending on) another loop."""
 
-    async def closing() -> R:
+    results: list[R] = []
+
+    async def closing() -> None:
         try:
-            return await releasing(coro)
+            results.append(await releasing(coro))
         finally:
             await openai_compat.close_client()
 
-    return asyncio.run(closing())
+    # The result goes beside the main task, not in it: Python 3.11's asyncio.run writes the
+    # task's repr (the result's included) when it puts the SIGINT handler back, and the repr
+    # of a whole run's records took tens of milliseconds.
+    asyncio.run(closing())
+    return results[0]
 
 
 def uses_openai_compatible(settings: ModelSettings) -> bool:
@@ -270,6 +307,12 @@ def response_format_for(output_model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
+@functools.cache
+def _response_format_json(output_model: type[BaseModel]) -> str:
+    """``response_format_for(output_model)`` as JSON text, encoded once per model."""
+    return json.dumps(response_format_for(output_model))
+
+
 def backoff_delay(attempt: int) -> float:
     """Seconds before retry ``attempt`` (1-based): 0.2, 0.4, 0.8 ... jittered by ±25 %, capped."""
     base = min(BACKOFF_BASE_S * (2 ** (attempt - 1)), BACKOFF_CAP_S)
@@ -402,7 +445,7 @@ class LLMClient:
             message = f"{node}: no API key for {settings.model}: set {missing} or api_key in the llm section"
             raise LLMCallError(message, LLMCall(node=node, model=settings.model, usage=None, attempts=0,
                                                 error=message))
-        kwargs = self._kwargs(settings, output_model, run_id)
+        kwargs = self._kwargs(settings, output_model, run_id, lean=lean)
         if lean:
             kwargs["api_base"] = settings.api_base or openai_compat.OPENAI_API_BASE
             kwargs["api_key"] = openai_compat.api_key(settings.model, settings.api_key)
@@ -421,7 +464,8 @@ class LLMClient:
             guard, token = transport.guard_responses(settings.max_response_bytes)
             try:
                 # One deadline for the whole attempt: connecting, the headers and the body.
-                response = await asyncio.wait_for(send(messages=msgs, **kwargs), settings.timeout_s)
+                async with asyncio.timeout(settings.timeout_s):  # no task per call, unlike wait_for
+                    response = await send(messages=msgs, **kwargs)
             except Exception as exc:
                 if guard.exceeded:  # a property of the answer, not of the moment: never retried
                     tally.failed_attempt(msgs, worked=True)
@@ -479,10 +523,13 @@ class LLMClient:
                        error_kind=kind, status_code=status)
 
     @staticmethod
-    def _kwargs(settings: ModelSettings, output_model: type[BaseModel], run_id: str | None) -> dict[str, Any]:
+    def _kwargs(settings: ModelSettings, output_model: type[BaseModel], run_id: str | None, *,
+                lean: bool = False) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": settings.model,
-            "response_format": response_format_for(output_model),
+            # The lean wire splices the same JSON, encoded once; litellm gets a dict of its own.
+            "response_format": openai_compat.EncodedJSON(_response_format_json(output_model)) if lean
+            else response_format_for(output_model),
             "timeout": settings.timeout_s,
             # We retry ourselves (and count the attempts); the SDK underneath must not.
             "max_retries": 0,

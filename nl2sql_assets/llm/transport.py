@@ -43,6 +43,11 @@ def guard_responses(max_bytes: int) -> tuple[ResponseGuard, contextvars.Token[Re
     return guard, _GUARD.set(guard)
 
 
+def current_guard() -> ResponseGuard | None:
+    """The cap of the call in progress in this context (None outside a guarded call)."""
+    return _GUARD.get()
+
+
 def release(token: contextvars.Token[ResponseGuard | None]) -> None:
     _GUARD.reset(token)
 

@@ -73,7 +73,10 @@ def test_what_shards_and_what_does_not() -> None:
     assert shards.shard_count(RunRequest(mode="plans", workers=2), plans, big, custom_scorers=True, budget=None) == 1
     shard = RunRequest(mode="plans", workers=2, shard=(1, 2))
     assert shards.shard_count(shard, plans, big, custom_scorers=False, budget=None) == 1  # a shard never re-shards
-    assert [i for i in range(7) if shards.Shard(1, 3).holds(i)] == [1, 4]
+    dealt = shards.deal([f"c{i}" for i in range(7)], 3)
+    assert [s.case_ids for s in dealt] == [["c0", "c3", "c6"], ["c1", "c4"], ["c2", "c5"]]
+    assert [s.case_ids for s in shards.cut([f"c{i}" for i in range(5)], 2, others=["x", "c1"])] == [
+        ["c0", "c1", "x"], ["c2", "c3"], ["c4"]]
 
 
 def test_a_failing_worker_is_an_error_that_says_why(demo_project: Path) -> None:
@@ -82,3 +85,20 @@ def test_a_failing_worker_is_an_error_that_says_why(demo_project: Path) -> None:
     with shards.started(config, request, 2) as workers, pytest.raises(shards.ShardError, match=r"missing\.yaml"):
         assert workers is not None
         asyncio.run(workers.collect(lambda *args: None, []))
+
+
+def test_a_streamed_run_over_two_processes_writes_the_records_and_boards_of_one(demo_project: Path,
+                                                                                 tmp_path: Path) -> None:
+    from nl2sql_assets.evaluation.reporting.streamed import read_records
+
+    one, _ = _run(demo_project, 1)
+    with Project.load(demo_project / "nl2sql.yaml") as project:
+        streamed = project.evals.run_streamed(RunRequest(mode="plans", cases=CASES, workers=2),
+                                              tmp_path / "records.jsonl")
+    stored = list(read_records(tmp_path / "records.jsonl"))
+    records_one = one.configs["plans"].results
+    assert [_without_timings(r) for r in stored] == [_without_timings(r) for r in records_one]  # the run's order
+    board, board_one = streamed.configs["plans"], one.configs["plans"]
+    assert board.results == []  # the boards were built from the file, holding no record
+    assert board.accuracy == board_one.accuracy and board.summary == board_one.summary
+    assert board.scores == board_one.scores and board.completed_cases == board_one.completed_cases

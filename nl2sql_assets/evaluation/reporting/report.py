@@ -7,10 +7,7 @@ the benchmark records can always go back to the case level instead of trusting a
 
 from __future__ import annotations
 
-import json
-import statistics
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,43 +15,38 @@ from pydantic import Field, computed_field, model_validator
 
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.config import StrictModel
-from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE
 from nl2sql_assets.errors import validation_summary
 from nl2sql_assets.evaluation.judging import stats
 from nl2sql_assets.evaluation.judging.scorers import (
     LEGACY_SUMMARY_KEYS,
-    Scored,
     ScorerSummary,
-    Verdict,
     pop_legacy_summaries,
 )
-from nl2sql_assets.evaluation.judging.scorers import execution_lenient_status as execution_lenient
 from nl2sql_assets.evaluation.judging.stats import Rate, rate_cell
 from nl2sql_assets.evaluation.reporting.coverage import (
     Coverage,
     DomainRates,
-    by_domain,
-    coverage,
     coverage_line,
     domains_markdown,
-    execution_success,
-    is_query,
 )
-from nl2sql_assets.evaluation.reporting.uplift import CandidateUplift, candidate_uplift
-from nl2sql_assets.evaluation.running.modes import get_mode
+from nl2sql_assets.evaluation.reporting.tally import (
+    VERDICTS,
+    BoardTally,
+)
+from nl2sql_assets.evaluation.reporting.tally import case_key as case_key
+from nl2sql_assets.evaluation.reporting.tally import execution_lenient_status as execution_lenient_status
+from nl2sql_assets.evaluation.reporting.tally import generated_status as generated_status
+from nl2sql_assets.evaluation.reporting.tally import lenient_status as lenient_status
+from nl2sql_assets.evaluation.reporting.uplift import CandidateUplift
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,
-    ConfigMeta,
     DatabaseRef,
     RunFacts,
     RunMeta,
 )
 from nl2sql_assets.evaluation.running.scorers import scorer_class
-from nl2sql_assets.llm.calls import TokenSource, Usage, combine_sources
+from nl2sql_assets.llm.calls import TokenSource, Usage
 from nl2sql_assets.redact import redact
-
-VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "skip")
-
 
 # ---------------------------------------------------------------- the board
 
@@ -185,6 +177,9 @@ class Board(StrictModel):
     coverage: Coverage | None = None
     #: selected vs first candidate on runs that tried candidate plans (None: none did)
     candidate_uplift: CandidateUplift | None = None
+    #: runs that asked a question (not a probe) and were not skipped, outages included; None: a
+    #: board written before it was counted (its ``results`` say)
+    query_runs: int | None = None
     results: list[CaseRecord] = Field(default_factory=list)
 
     @model_validator(mode="before")
@@ -338,287 +333,24 @@ def load_report(path: str | Path) -> EvalReport:
 # ---------------------------------------------------------------- building boards
 
 
-def case_key(record: CaseRecord) -> str:
-    """A case run's identity across passes and across runs."""
-    return f"{record.case_id}@{record.role}"
-
-
-def _passed(verdict: str | None) -> bool:
-    return verdict == "pass"
-
-
-def generated_status(record: CaseRecord) -> Verdict:
-    """The generated path: the curated-off rerun when the answer came from a verified query."""
-    return record.generated.status if record.generated is not None else record.status
-
-
-def lenient_status(record: CaseRecord) -> Verdict:
-    return record.lenient_status if record.lenient_status is not None else record.status
-
-
-def execution_lenient_status(record: CaseRecord) -> Verdict | None:
-    """Execution accuracy with result_match read leniently (see judging's ``execution_lenient_status``)."""
-    return execution_lenient(record.scores, record.execution_status)
-
-
-def _all_pass_by_key(records: Iterable[CaseRecord], verdict: Callable[[CaseRecord], str | None]) -> dict[str, list[bool]]:
-    runs: dict[str, list[tuple[int, bool]]] = defaultdict(list)
+def build_board(config: str, records: Iterable[CaseRecord], meta: RunMeta,
+                scorer_classes: Mapping[str, type] | None = None, *, keep_records: bool = True) -> Board:
+    """One config's board, in one pass over its records (``reporting.tally``). Skipped runs
+    appear in the summary only; latency and cost per case are over the runs that ask a question
+    (a policy probe asks none). A run the provider failed (an environment error) is counted apart
+    and left out of every rate: it says nothing of the model. ``keep_records``: the board holds
+    its records (``results``); a board built from a stream of them leaves it empty."""
+    tally = BoardTally(config, meta, scorer_classes)
+    kept: list[CaseRecord] = []
     for record in records:
-        value = verdict(record)
-        if value is None or value == "skip":
-            continue
-        runs[case_key(record)].append((record.pass_index, _passed(value)))
-    return {key: [ok for _, ok in sorted(values)] for key, values in runs.items()}
+        tally.add(record)
+        if keep_records:
+            kept.append(record)
+    return tally.board(kept)
 
 
-def _rate(records: Sequence[CaseRecord], verdict: Callable[[CaseRecord], str | None]) -> Rate:
-    values = [verdict(r) for r in records]
-    counted = [v for v in values if v is not None and v != "skip"]
-    return Rate.of(sum(1 for v in counted if v == "pass"), len(counted))
-
-
-def _pass_k_rate(records: Sequence[CaseRecord], verdict: Callable[[CaseRecord], str | None], k: int) -> Rate:
-    results = {key: runs for key, runs in _all_pass_by_key(records, verdict).items() if len(runs) >= k}
-    if not results:
-        return Rate.of(0, 0)
-    passed = sum(1 for runs in results.values() if all(runs[:k]))
-    rate = Rate.of(passed, len(results))
-    share = float(stats.pass_k(results, k))
-    return rate.model_copy(update={"rate": share})
-
-
-def _grouped(records: Sequence[CaseRecord], keys: Callable[[CaseRecord], Iterable[str]]) -> dict[str, list[CaseRecord]]:
-    groups: dict[str, list[CaseRecord]] = defaultdict(list)
-    for record in records:
-        for key in keys(record):
-            groups[key].append(record)
-    return dict(sorted(groups.items()))
-
-
-def _by(records: Sequence[CaseRecord], keys: Callable[[CaseRecord], Iterable[str]],
-        verdict: Callable[[CaseRecord], str | None]) -> dict[str, Rate]:
-    return {key: _rate(group, verdict) for key, group in _grouped(records, keys).items()}
-
-
-def _overall(record: CaseRecord) -> str:
-    return record.status
-
-
-def _execution(record: CaseRecord) -> str | None:
-    return record.execution_status
-
-
-def _accuracy(scored: Sequence[CaseRecord], passes: int) -> Accuracy:
-    k = max(1, passes)
-    return Accuracy(
-        overall=_rate(scored, _overall),
-        lenient=_rate(scored, lenient_status),
-        generated=_rate(scored, generated_status),
-        execution=_rate(scored, _execution),
-        execution_lenient=_rate(scored, execution_lenient_status),
-        pass_k=PassK(
-            k=k,
-            overall=_pass_k_rate(scored, _overall, k),
-            lenient=_pass_k_rate(scored, lenient_status, k),
-            execution=_pass_k_rate(scored, _execution, k),
-            execution_lenient=_pass_k_rate(scored, execution_lenient_status, k),
-        ),
-        by_tag=_by(scored, lambda r: r.tags, _overall),
-        by_difficulty=_by(scored, lambda r: [r.difficulty] if r.difficulty else [], _overall),
-        by_source=_by(scored, lambda r: [r.source], _overall),
-        generated_by_source=_by(scored, lambda r: [r.source], generated_status),
-    )
-
-
-def _summary(records: Sequence[CaseRecord]) -> Summary:
-    roles: dict[str, dict[str, int]] = {}
-    total = dict.fromkeys(VERDICTS, 0)
-    for record in records:
-        counts = roles.setdefault(record.role, dict.fromkeys(VERDICTS, 0))
-        counts[record.status] += 1
-        total[record.status] += 1
-    return Summary(roles=dict(sorted(roles.items())), total=total)
-
-
-def _scores(scored: Sequence[CaseRecord], order: Sequence[str],
-            classes: Mapping[str, type] | None = None) -> dict[str, ScorerTally]:
-    """Each scorer's tally, and its own summary when it has ``summarize`` (and is installed here,
-    or given in ``classes``: a run's own in-code scorers)."""
-    tallies: dict[str, ScorerTally] = {}
-    values: dict[str, list[float]] = defaultdict(list)
-    names = list(order) + sorted({n for r in scored for n in r.scores} - set(order))
-    for name in names:
-        tally = ScorerTally()
-        runs: list[Scored] = []
-        for record in scored:
-            score = record.scores.get(name)
-            if score is None:
-                continue
-            runs.append(Scored(case_id=record.case_id, role=record.role, pass_index=record.pass_index, score=score))
-            if not score.applies:
-                continue
-            tally.applied += 1
-            if score.errored:
-                tally.errored += 1
-            elif score.passed:
-                tally.passed += 1
-            else:
-                tally.failed += 1
-            if score.value is not None:
-                values[name].append(score.value)
-        if tally.applied or name in order:
-            tally.mean = sum(values[name]) / len(values[name]) if values[name] else None
-            cls = (classes or {}).get(name) or scorer_class(name)
-            summarize = getattr(cls, "summarize", None)
-            summary = summarize(runs) if callable(summarize) else None
-            tally.summary = summary.model_dump(mode="json") if summary is not None else None
-            tallies[name] = tally
-    return tallies
-
-
-def _answerability(scored: Sequence[CaseRecord], mode: str) -> Answerability | None:
-    if not get_mode(mode).executes:
-        return None  # the resolver's answerability check runs only when the whole engine does
-    unanswerable = [r for r in scored if r.expected == "unanswerable"]
-    answerable = [r for r in scored if r.expected == "allowed"]
-    if not unanswerable and not answerable:
-        return None
-    declined = [r for r in unanswerable if r.error_code == QUESTION_NOT_ANSWERABLE]
-    wrongly = [r for r in answerable if r.error_code == QUESTION_NOT_ANSWERABLE]
-    return Answerability(correctly_declined=Rate.of(len(declined), len(unanswerable)),
-                         wrongly_declined=Rate.of(len(wrongly), len(answerable)))
-
-
-def _with_reruns(records: Sequence[CaseRecord]) -> list[CaseRecord]:
-    """The runs that spent tokens: each record and its curated-off rerun."""
-    out: list[CaseRecord] = []
-    for record in records:
-        out.append(record)
-        if record.generated is not None:
-            out.append(record.generated)
-    return out
-
-
-def _output(record: CaseRecord) -> tuple[str | None, str | None]:
-    """What must repeat across passes: the SQL and rows, or in a mode that executes nothing
-    (retrieval) what was sent and the routing ranking."""
-    if not get_mode(record.mode).executes:
-        sent = None if record.retrieval is None else json.dumps(record.retrieval, sort_keys=True)
-        return sent, None if record.routed is None else ",".join(record.routed)
-    return record.sql, record.rows_sha256
-
-
-def _determinism(scored: Sequence[CaseRecord], passes: int) -> Determinism | None:
-    if passes < 2:
-        return None
-    runs: dict[str, list[tuple[int, tuple[str | None, str | None]]]] = defaultdict(list)
-    for record in scored:
-        runs[case_key(record)].append((record.pass_index, _output(record)))
-    multi = {key: [v for _, v in sorted(values)] for key, values in runs.items() if len(values) > 1}
-    if not multi:
-        return None
-    found = stats.determinism(multi)
-    return Determinism(
-        deterministic_cases=int(found.deterministic_cases),
-        total_cases=int(found.total_cases),
-        rate=float(found.rate),
-        nondeterministic=sorted(found.nondeterministic),
-    )
-
-
-def _percentiles(values: Sequence[float]) -> tuple[float, float, float, float]:
-    """(mean, p50, p95, max)."""
-    summary = stats.latency_summary(list(values))
-    get = summary.get if isinstance(summary, dict) else lambda name: getattr(summary, name)
-    return float(get("mean")), float(get("p50")), float(get("p95")), float(max(values))
-
-
-def _latency(queries: Sequence[CaseRecord]) -> Latency:
-    if not queries:
-        return Latency()
-    cold = [r for r in queries if r.warmup]
-    warm = [r for r in queries if not r.warmup] or cold  # nothing but warm-up: show it, flagged
-    mean, p50, p95, top = _percentiles([r.latency_s for r in warm])
-    nodes: dict[str, list[float]] = defaultdict(list)
-    for record in warm:
-        for node, seconds in record.timings.items():
-            nodes[node].append(seconds)
-    by_node = {}
-    for node, values in sorted(nodes.items()):
-        _, n50, n95, nmax = _percentiles(values)
-        by_node[node] = NodeLatency(p50=n50, p95=n95, max=nmax)
-    oracle = sorted({(r.case_id, r.oracle_latency_s) for r in queries if r.oracle_latency_s is not None})
-    return Latency(mean=mean, p50=p50, p95=p95, max=top, warmup_runs=len(cold),
-                   warmup_max=max((r.latency_s for r in cold), default=0.0), by_node=by_node,
-                   oracle_p50=statistics.median(t for _, t in oracle) if oracle else None)
-
-
-def _curated_hits(queries: Sequence[CaseRecord]) -> CuratedHits:
-    exact = sum(1 for r in queries if r.curated_match == "exact")
-    paraphrase = sum(1 for r in queries if r.curated_match == "paraphrase")
-    return CuratedHits(runs=len(queries), exact=exact, paraphrase=paraphrase,
-                       hit_rate=(exact + paraphrase) / len(queries) if queries else 0.0)
-
-
-def build_board(config: str, records: Sequence[CaseRecord], meta: RunMeta,
-                scorer_classes: Mapping[str, type] | None = None) -> Board:
-    """One config's board. Skipped runs appear in the summary only; latency and cost per case are
-    over the runs that ask a question (a policy probe asks none). A run the provider failed (an
-    environment error) is counted apart and left out of every rate: it says nothing of the model."""
-    outages = [r for r in records if r.env_error is not None]
-    scored = [r for r in records if r.status != "skip" and r.env_error is None]
-    queries = [r for r in scored if is_query(r)]
-    spending = _with_reruns([*scored, *outages])
-    tokens: dict[str, Usage] = {}
-    for record in spending:
-        for node, usage in record.usage.items():
-            tokens[node] = tokens.get(node, Usage()) + usage
-    total_usd = sum(r.cost_usd for r in spending if r.cost_usd is not None)
-    config_meta = meta.configs.get(config, ConfigMeta())
-    unknown = max(config_meta.unknown_cost_calls, sum(r.unknown_cost_calls for r in spending))
-    estimated = max(config_meta.estimated_calls, sum(r.estimated_calls for r in spending))
-    source = config_meta.token_source or combine_sources(r.token_source for r in spending)
-    env_errors: dict[str, int] = defaultdict(int)
-    for record in outages:
-        assert record.env_error is not None
-        env_errors[record.env_error] += 1
-    errors: dict[str, int] = defaultdict(int)
-    for record in scored:
-        if record.error_code:
-            errors[record.error_code] += 1
-    models = dict(config_meta.models)
-    if not models:
-        for record in records:
-            for node, model in record.models.items():
-                models.setdefault(node, model)
-    return Board(
-        config=config,
-        accuracy=_accuracy(scored, meta.passes),
-        summary=_summary(records),
-        scores=_scores(scored, meta.scorers, scorer_classes),
-        answerability=_answerability(scored, meta.mode),
-        tokens_by_node=dict(sorted(tokens.items())),
-        cost=Cost(total_usd=total_usd, per_case_usd=total_usd / len(queries) if queries else 0.0,
-                  unknown_cost_calls=unknown, estimated_calls=estimated, token_source=source),
-        latency=_latency(queries),
-        curated=_curated_hits(queries) if meta.curated else None,
-        retries=Retries(total=sum(r.retries for r in scored),
-                        cases_with_retries=sum(1 for r in scored if r.retries > 0)),
-        errors_by_code=dict(sorted(errors.items())),
-        env_errors=dict(sorted(env_errors.items())),
-        determinism=_determinism(scored, meta.passes),
-        models=dict(sorted(models.items())),
-        planned_cases=config_meta.planned_cases or len(records),
-        completed_cases=config_meta.completed_cases or len(records),
-        execution_success=execution_success(scored),
-        by_domain=by_domain(records),
-        coverage=coverage(records),
-        candidate_uplift=candidate_uplift(scored),
-        results=list(records),
-    )
-
-
-def _comparison(boards: dict[str, Board]) -> Comparison | None:
+def _comparison(boards: Mapping[str, Board], runs: Mapping[str, Mapping[str, list[bool]]]) -> Comparison | None:
+    """Configs side by side; ``runs``: each config's verdicts by case and pass."""
     if len(boards) < 2:
         return None
     names = list(boards)
@@ -631,13 +363,13 @@ def _comparison(boards: dict[str, Board]) -> Comparison | None:
         )
         for name, b in boards.items()
     }
-    ref_runs = _all_pass_by_key(boards[reference].results, _overall)
+    ref_runs = runs[reference]
     differences = []
     for name in names[1:]:
-        runs = _all_pass_by_key(boards[name].results, _overall)
-        shared = [key for key in ref_runs if key in runs]
-        here = sorted(k for k in shared if all(runs[k]) and not all(ref_runs[k]))
-        there = sorted(k for k in shared if all(ref_runs[k]) and not all(runs[k]))
+        mine = runs[name]
+        shared = [key for key in ref_runs if key in mine]
+        here = sorted(k for k in shared if all(mine[k]) and not all(ref_runs[k]))
+        there = sorted(k for k in shared if all(ref_runs[k]) and not all(mine[k]))
         differences.append(CaseDifferences(
             config=name, reference=reference, passes_only_here=here, passes_only_in_reference=there,
             p_value=float(stats.mcnemar_exact(len(there), len(here))),
@@ -645,17 +377,25 @@ def _comparison(boards: dict[str, Board]) -> Comparison | None:
     return Comparison(reference=reference, headlines=headlines, differences=differences)
 
 
-def build_report(records: list[CaseRecord], meta: RunMeta,
-                 scorer_classes: Mapping[str, type] | None = None) -> EvalReport:
-    """Group the records by config (in ``meta.configs`` order, then any others as they come)
-    and build a board for each. ``scorer_classes`` name scorers not registered in this process
-    (a run's in-code scorers) so their summaries reach the boards."""
-    grouped: dict[str, list[CaseRecord]] = {name: [] for name in meta.configs}
+def build_report(records: Iterable[CaseRecord], meta: RunMeta,
+                 scorer_classes: Mapping[str, type] | None = None, *, keep_records: bool = True) -> EvalReport:
+    """A board for each config (in ``meta.configs`` order, then any others as they come), in one
+    pass over ``records`` (a list, or a stream read from a records file: ``keep_records=False``
+    leaves the boards' ``results`` empty and holds no record). ``scorer_classes`` name scorers
+    not registered in this process (a run's in-code scorers) so their summaries reach the boards."""
+    tallies = {name: BoardTally(name, meta, scorer_classes) for name in meta.configs}
+    kept: dict[str, list[CaseRecord]] = {name: [] for name in meta.configs}
     for record in records:
-        grouped.setdefault(record.config, []).append(record)
-    boards = {name: build_board(name, group, meta, scorer_classes) for name, group in grouped.items()}
+        tally = tallies.get(record.config)
+        if tally is None:
+            tally = tallies[record.config] = BoardTally(record.config, meta, scorer_classes)
+        tally.add(record)
+        if keep_records:
+            kept.setdefault(record.config, []).append(record)
+    boards = {name: tally.board(kept.get(name)) for name, tally in tallies.items()}
+    runs = {name: tally.all_overall.by_key() for name, tally in tallies.items()}
     facts = {name: getattr(meta, name) for name in RunFacts.model_fields}
-    return EvalReport(**facts, configs=boards, comparison=_comparison(boards))
+    return EvalReport(**facts, configs=boards, comparison=_comparison(boards, runs))
 
 
 # ---------------------------------------------------------------- Markdown

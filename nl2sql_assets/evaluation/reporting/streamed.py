@@ -2,9 +2,10 @@
 points at them: a 10,000-case run writes its records as it goes, never one huge JSON at the end.
 
 ``RecordStream`` appends every record (redacted, one line each) to ``<records>.partial`` the
-moment it is counted; ``finish`` writes the records file in the report's order (the lines as
-they were streamed), atomically, and drops the partial file. A run that dies leaves the partial
-file with every record finished so far.
+moment it is counted; ``finish`` writes the records file in the run's order (the lines as they
+were streamed), atomically, and drops the partial file. A run that dies leaves the partial file
+with every record finished so far. The report's boards are then built in one pass over the
+records file (``report_from_records``), so the run need not hold its records.
 
 ``save_summary`` writes the report without its boards' ``results`` and with ``records_file``
 naming that file (beside the report); ``load_report`` reads the records back into the boards,
@@ -15,7 +16,7 @@ report, older ones included, as before).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ from nl2sql_assets.redact import redact
 
 if TYPE_CHECKING:
     from nl2sql_assets.evaluation.reporting.report import EvalReport
-    from nl2sql_assets.evaluation.running.results import CaseRecord
+    from nl2sql_assets.evaluation.running.results import CaseRecord, RecordKey, RunMeta
 
 RECORDS_SUFFIX = ".records.jsonl"
 
@@ -35,11 +36,6 @@ def records_path_for(report_path: str | Path) -> Path:
     return path.with_name(path.stem + RECORDS_SUFFIX)
 
 
-def record_key(record: CaseRecord) -> tuple[str, str, str, str, int]:
-    """A case run's identity inside one run: no two records of a run share it."""
-    return (record.config, record.suite, record.case_id, record.role, record.pass_index)
-
-
 class RecordStream:
     """Records appended to ``<path>.partial`` as they finish (an ``on_case`` callback)."""
 
@@ -48,27 +44,26 @@ class RecordStream:
         self.partial = self.path.with_name(self.path.name + ".partial")
         self.partial.parent.mkdir(parents=True, exist_ok=True)
         self._fh: IO[str] | None = self.partial.open("w", encoding="utf-8")
+        self.keys: list[RecordKey] = []  # each streamed line's record, in the order written
         self.count = 0
 
     def on_case(self, config: str, record: CaseRecord, spent: float) -> None:
+        from nl2sql_assets.evaluation.running.results import record_key
+
         assert self._fh is not None, "the stream is closed"
         self._fh.write(redact(record.model_dump_json()) + "\n")
         self._fh.flush()  # a reader (or a crash) sees every finished record
+        self.keys.append(record_key(record))
         self.count += 1
 
-    def finish(self, order: Iterable[CaseRecord]) -> Path:
-        """Write the records file in ``order`` (the report's) from the streamed lines; returns it."""
+    def finish(self, order: Iterable[RecordKey]) -> Path:
+        """Write the records file in ``order`` (the run's record keys) from the streamed lines;
+        returns it. Lines are moved, never parsed again."""
         self.close()
-        from nl2sql_assets.evaluation.running.results import CaseRecord
-
-        lines: dict[tuple[str, str, str, str, int], str] = {}
         with self.partial.open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    rec = CaseRecord.model_validate_json(line)
-                    lines[record_key(rec)] = line
-        ordered = [lines.pop(record_key(r)) for r in order]
-        ordered.extend(lines.values())  # none expected: every streamed record is in the report
+            lines = dict(zip(self.keys, (line for line in fh if line.strip()), strict=True))
+        ordered = [lines.pop(key) for key in order]
+        ordered.extend(lines.values())  # none expected: every streamed record is in the run
         atomic_write(self.path, "".join(ordered))
         os.unlink(self.partial)
         return self.path
@@ -85,8 +80,26 @@ class RecordStream:
         self.close()
 
 
-def all_records(report: EvalReport) -> list[CaseRecord]:
-    return [r for board in report.configs.values() for r in board.results]
+def read_records(path: Path) -> Iterator[CaseRecord]:
+    """The case records of a records file, one at a time; a bad line raises ValueError naming it."""
+    from nl2sql_assets.evaluation.running.results import CaseRecord
+
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield CaseRecord.model_validate_json(line)
+            except ValueError as exc:
+                raise ValueError(f"{path}, line {n}: not a case record: {exc}") from None
+
+
+def report_from_records(path: Path, meta: RunMeta, scorer_classes: Mapping[str, type] | None = None) -> EvalReport:
+    """The report of a run whose records were streamed to ``path``: its boards built in one pass
+    over the file, holding no record (the boards' ``results`` stay empty)."""
+    from nl2sql_assets.evaluation.reporting.report import build_report
+
+    return build_report(read_records(path), meta, scorer_classes, keep_records=False)
 
 
 def summary_of(report: EvalReport, records_file: str) -> EvalReport:
@@ -106,21 +119,12 @@ def save_summary(report: EvalReport, path: str | Path, records: Path) -> Path:
 
 def with_records(report: EvalReport, report_path: Path) -> EvalReport:
     """A summary report with its boards' records read back from its records file."""
-    from nl2sql_assets.evaluation.running.results import CaseRecord
-
     assert report.records_file is not None
     path = report_path.parent / report.records_file
     grouped: dict[str, list[Any]] = {name: [] for name in report.configs}
     try:
-        with path.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = CaseRecord.model_validate_json(line)
-                except ValueError as exc:
-                    raise ValueError(f"{path}, line {n}: not a case record: {exc}") from None
-                grouped.setdefault(rec.config, []).append(rec)
+        for rec in read_records(path):
+            grouped.setdefault(rec.config, []).append(rec)
     except OSError as exc:
         raise ValueError(f"{report_path}: cannot read its case records {path}: {exc}") from exc
     unknown = [c for c in grouped if c not in report.configs]

@@ -48,6 +48,8 @@ class Threshold:
 
 
 def _has_queries(board: Board) -> bool:
+    if board.query_runs is not None:
+        return board.query_runs > 0
     return any(is_query(r) and r.status != "skip" for r in board.results)
 
 

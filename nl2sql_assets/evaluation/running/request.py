@@ -45,7 +45,8 @@ class RunRequest(StrictModel):
     candidates: int | None = None
     #: Worker processes for the case runs (``running.shards``); None: up to two, on big runs.
     workers: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
-    #: Run only the jobs of one shard, (index, count): job ``i`` when ``i % count == index``.
+    #: Run only the jobs of one shard, (index, count): the cases ``running.shards.deal`` gives
+    #: shard ``index`` of ``count`` (a worker process; it never shards again).
     shard: tuple[int, int] | None = Field(default=None, exclude_if=lambda v: v is None)
     #: config name -> engine entry (``{kind: http, url, ...}``, ``engines.kinds``): engines asked
     #: through the engine contract beside (or instead of) the llm sections; mode full only

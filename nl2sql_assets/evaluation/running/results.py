@@ -8,6 +8,7 @@ across passes without storing data.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -151,6 +152,15 @@ class RunStamp(StrictModel):
     git_dirty: bool | Literal["unknown"] = "unknown"
 
 
+def summed_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    """Counts by kind added over several runs or shards (kinds sorted, as reports print them)."""
+    out: dict[str, int] = {}
+    for one in counts:
+        for key, n in one.items():
+            out[key] = out.get(key, 0) + n
+    return dict(sorted(out.items()))
+
+
 def _same_ref(a: Any, b: Any) -> bool:
     def dump(x: Any) -> Any:
         return x.model_dump() if isinstance(x, StrictModel) else x
@@ -220,9 +230,20 @@ class RunMeta(RunFacts):
     configs: dict[str, ConfigMeta] = Field(default_factory=dict)  # in the order to report them
 
 
+RecordKey = tuple[str, str, str, str, int]
+
+
+def record_key(record: CaseRecord) -> RecordKey:
+    """A case run's identity inside one run: no two records of a run share it."""
+    return (record.config, record.suite, record.case_id, record.role, record.pass_index)
+
+
 class CaseRuns(StrictModel):
     """What running cases gives back: the case records and the run's metadata. A report is
-    built from the two once (``reporting.build_report``); the warehouse stores them as they are."""
+    built from the two once (``reporting.build_report``); the warehouse stores them as they are.
+    A run whose caller streamed its records keeps none: ``order`` holds their keys in the run's
+    order instead (never stored)."""
 
     records: list[CaseRecord] = Field(default_factory=list)
     meta: RunMeta
+    order: list[RecordKey] = Field(default_factory=list, exclude=True)

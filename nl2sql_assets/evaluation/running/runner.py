@@ -22,7 +22,7 @@ import hashlib
 import json
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,7 +53,15 @@ from nl2sql_assets.evaluation.running.modes import (
     llm_mode,
 )
 from nl2sql_assets.evaluation.running.request import RunRequest
-from nl2sql_assets.evaluation.running.results import CaseRecord, CaseRuns, PlanTried, RunMeta
+from nl2sql_assets.evaluation.running.results import (
+    CaseRecord,
+    CaseRuns,
+    PlanTried,
+    RecordKey,
+    RunMeta,
+    record_key,
+    summed_counts,
+)
 from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
 from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError, role_runs, select_cases
 from nl2sql_assets.llm.calls import EnvErrorKind, combine_sources
@@ -226,7 +234,7 @@ class _Cases:
 
     def __init__(self, mode: Mode, config: ProjectConfig, lineup: Lineup, scorers: dict[str, Scorer],
                  bus: EventBus, jobs: Sequence[CaseJob], on_case: OnCase | None, budget: Budget | None,
-                 candidates: int | None = None, registry: Any = None) -> None:
+                 candidates: int | None = None, registry: Any = None, keep_records: bool = True) -> None:
         self.mode = mode
         self.candidates = candidates  # forced plans per question (the request's), else None
         self.config = config
@@ -235,7 +243,11 @@ class _Cases:
         self.scorers = scorers
         self.bus = bus
         self.on_case = on_case
-        self.records: list[CaseRecord | None] = [None] * len(jobs)
+        # each job's record, or (``keep_records=False``: the caller streams them) its key only
+        self.records: list[CaseRecord | RecordKey | None] = [None] * len(jobs)
+        self.keep_records = keep_records
+        self.first_config = next(iter(lineup.configs), None)
+        self.scored = self.passed = self.passed_generated = 0  # the first config's, for eval.finished
         self.spent = 0.0
         self.broken: str | None = None  # the circuit breaker's message once it tripped
         self._env_streak: dict[str, int] = {}  # config -> case runs in a row the provider failed
@@ -308,7 +320,12 @@ class _Cases:
     def count(self, job: CaseJob, record: CaseRecord, cost: float) -> None:
         """Count a finished case run (here, or in a worker process: ``running.shards``)."""
         cfg = self.lineup.configs[job.config]
-        self.records[job.index] = record
+        self.records[job.index] = record if self.keep_records else record_key(record)
+        if cfg.name == self.first_config and record.status != "skip" and record.env_error is None:
+            # An environment error is an outage, not a verdict on the model: out of the denominator.
+            self.scored += 1
+            self.passed += record.status == "pass"
+            self.passed_generated += (record.generated or record).status == "pass"
         cfg.completed += 1
         self.spent += cost
         self._watch_environment(cfg, record)
@@ -593,42 +610,25 @@ def _jobs(runs: list[RoleRun], pass_list: list[int], config_names: list[str]) ->
     return jobs
 
 
-def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for one in counts:
-        for key, n in one.items():
-            out[key] = out.get(key, 0) + n
-    return dict(sorted(out.items()))
-
-
-def _accuracies(records: list[CaseRecord], first: str | None) -> tuple[float, float]:
-    # An environment error is an outage, not a verdict on the model: out of the denominator.
-    mine = [r for r in records if r.config == first and r.status != "skip" and r.env_error is None]
-    if not mine:
-        return 0.0, 0.0
-    overall = sum(r.status == "pass" for r in mine) / len(mine)
-    generated = sum((r.generated or r).status == "pass" for r in mine) / len(mine)
-    return overall, generated
-
-
 async def _execute(request: RunRequest, mode: Mode, config: ProjectConfig, cases: _Cases, jobs: list[CaseJob], *,
                    scorers: dict[str, Scorer], budget: Budget | None) -> Stopped | None:
     """Make the case runs: all here, or shard 0 here and the others in worker processes
     (``running.shards``; records counted here as they come, in the same order)."""
     from nl2sql_assets.evaluation.running import shards
 
+    case_ids = shards.runnable_case_ids([j.rr for j in jobs])
+    count = request.shard[1] if request.shard is not None else min(len(case_ids), shards.shard_count(
+        request, mode, len(jobs), custom_scorers=not shards.portable(scorers), budget=budget))
+    if count <= 1:
+        return await mode.execute(cases, jobs)
+    plan = shards.deal(case_ids, count)  # the worker processes plan the same shards from the same jobs
     if request.shard is not None:  # a worker: its own shard only
-        mine = shards.Shard(*request.shard)
-        return await mode.execute(cases, [j for j in jobs if mine.holds(j.index)])
-    count = shards.shard_count(request, mode, len(jobs), custom_scorers=not shards.portable(scorers),
-                               budget=budget)
+        return await mode.execute(cases, shards.jobs_of(plan[request.shard[0]], jobs))
     with shards.started(config, request, count) as workers:
-        if workers is None:
-            return await mode.execute(cases, jobs)
-        own = shards.Shard(0, count)
+        assert workers is not None
         collector = asyncio.create_task(workers.collect(cases.count, jobs))
         try:
-            stopped = await mode.execute(cases, [j for j in jobs if own.holds(j.index)])
+            stopped = await mode.execute(cases, shards.jobs_of(plan[0], jobs))
             await collector
         finally:
             collector.cancel()
@@ -642,7 +642,7 @@ async def _execute(request: RunRequest, mode: Mode, config: ProjectConfig, cases
 
 async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | None = None,
                      on_case: OnCase | None = None, budget: Budget | None = None,
-                     index_folder: Path | None = None) -> CaseRuns:
+                     index_folder: Path | None = None, keep_records: bool = True) -> CaseRuns:
     """``run_cases`` on the running event loop."""
     from nl2sql_assets import __version__
     from nl2sql_assets.evaluation.judging import COMPARATOR_VERSION
@@ -688,13 +688,14 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             for job in jobs:
                 lineup.configs[job.config].planned += 1
             cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget, request.candidates,
-                           run_engine.registry)
+                           run_engine.registry, keep_records=keep_records)
             stopped = await _execute(request, mode, config, cases, jobs, scorers=built, budget=budget)
             if cases.broken is not None:
                 stopped = "env_errors"
             cases.warn_unpriced()
 
-    records = [r for r in cases.records if r is not None]
+    records = [r for r in cases.records if isinstance(r, CaseRecord)]
+    order = [r for r in cases.records if isinstance(r, tuple)]
     git_commit, git_dirty = git_info(config.root)  # the user's project, not this package's checkout
     meta = RunMeta.model_validate({
         "request": request,
@@ -708,7 +709,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "spent": cases.spent,
         "stopped": stopped,
         "incomplete": any(c.env_errors for c in lineup.configs.values()),
-        "env_errors": _summed(c.env_errors for c in lineup.configs.values()),
+        "env_errors": summed_counts(c.env_errors for c in lineup.configs.values()),
         "breaker": cases.broken,
         "skipped": skipped * len(pass_list),
         "left_out": {kind: n * len(pass_list) for kind, n in left_out.items()},
@@ -737,7 +738,8 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "comparator_version": COMPARATOR_VERSION,
         "isolation": isolation,
     })
-    accuracy, accuracy_generated = _accuracies(records, next(iter(lineup.configs), None))
+    accuracy = cases.passed / cases.scored if cases.scored else 0.0
+    accuracy_generated = cases.passed_generated / cases.scored if cases.scored else 0.0
     engine.bus.publish(
         Event(
             EVAL_FINISHED,
@@ -745,7 +747,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             {
                 "mode": mode.name,
                 "suites": [name for name, _, _ in loaded],
-                "cases": len(records),
+                "cases": len(records) + len(order),
                 "accuracy": accuracy,
                 "accuracy_generated": accuracy_generated,
                 "spent": cases.spent,
@@ -753,12 +755,12 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             },
         )
     )
-    return CaseRuns(records=records, meta=meta)
+    return CaseRuns(records=records, meta=meta, order=order)
 
 
 def run_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | None = None,
               on_case: OnCase | None = None, budget: Budget | None = None,
-              index_folder: Path | None = None) -> CaseRuns:
+              index_folder: Path | None = None, keep_records: bool = True) -> CaseRuns:
     """Run what ``request`` asks on runtimes derived from ``engine`` (whose datasources and event
     bus the run shares); returns the case records and the run's metadata.
 
@@ -766,14 +768,16 @@ def run_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | 
     installed plugins by default); ``on_case(config, record, spent)`` is called after each case
     run; ``budget`` is a dollar ledger shared with other runs (every partition of a backfill);
     ``index_folder`` keeps the run's own copies of the schema indexes (None: a temporary folder;
-    see ``running.isolation``).
+    see ``running.isolation``); ``keep_records=False`` (a caller that streams the records from
+    ``on_case``) returns no records, only their keys in the run's order (``CaseRuns.order``).
 
     Raises RunRefused (nothing spent), SelectionError (a selector matched nothing),
     ScorerError (an unknown scorer) or UnknownPriceError (an unpriced model).
     """
     from nl2sql_assets.llm.client import run_on_new_loop
 
-    coro = arun_cases(request, engine, scorers=scorers, on_case=on_case, budget=budget, index_folder=index_folder)
+    coro = arun_cases(request, engine, scorers=scorers, on_case=on_case, budget=budget, index_folder=index_folder,
+                      keep_records=keep_records)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -1,15 +1,23 @@
-"""Case runs sharded over worker processes, so a big run uses every core.
+"""Shards: one run's case runs cut into parts that run apart, and merged back in the order of a
+single run. One model serves both places a run is cut:
 
-Job ``i`` of a run belongs to shard ``i % count``. The running process keeps shard 0 and starts
-one process per other shard; each builds its own project from the same config (its own engine,
-gold server, read-only connections), runs the same request narrowed to its shard, and sends
-each record back the moment it is finished. The running process counts them as its own (the
-record, the event, the callback), in its job order, so the records are those of a one-process
-run apart from timings.
+- **worker processes** (``--workers``, ``evals.run(workers=N)``): the running process keeps
+  shard 0 and starts one process per other shard; each builds its own project from the same
+  config (its own engine, gold server, read-only connections), runs the same request with
+  ``shard=(index, count)``, and sends each record back the moment it is finished. The running
+  process counts them as its own (the record, the event, the callback) at their place in its
+  job order, so the records are those of a one-process run apart from timings. Cases are dealt
+  round-robin (``deal``), so the shards advance through the run's order side by side.
+- **cluster steps** (``nl2sql_assets.defs.cluster``, a Dagster step per shard on a Celery
+  worker; this module knows nothing of either): ``plan_shards`` cuts a partition into contiguous
+  chunks of ``shard_size`` cases, each run as an ordinary run of those case ids
+  (``shard_request``, ``keep_own``), and ``merge_shards`` joins them in shard order.
 
-Only modes that spend nothing shard (``Mode.shardable``): a dollar cap across processes needs
-one spend ledger, which mode full's own loop keeps. Small runs stay in one process: starting a
-worker (imports, engine, server) costs seconds, more than a few hundred case runs take.
+A shard is always a list of case ids: every role and every pass of a case run in the same
+shard. Only modes that spend nothing shard over processes (``Mode.shardable``): a dollar cap
+across processes needs one spend ledger, which mode full's own loop keeps (the cluster's steps
+share one in Postgres). Small runs stay in one process: starting a worker (imports, engine,
+server) costs about a second, more than a few hundred case runs take.
 """
 
 from __future__ import annotations
@@ -21,15 +29,18 @@ import os
 import queue as queue_mod
 import traceback
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nl2sql_assets.config import StrictModel
 from nl2sql_assets.redact import get_logger
 
 if TYPE_CHECKING:
     from nl2sql_assets.config import ProjectConfig
     from nl2sql_assets.evaluation.running.modes import CaseJob, Mode
     from nl2sql_assets.evaluation.running.request import RunRequest
+    from nl2sql_assets.evaluation.running.results import CaseRuns
+    from nl2sql_assets.evaluation.running.selection import RoleRun
 
 log = get_logger(__name__)
 
@@ -43,15 +54,145 @@ class ShardError(RuntimeError):
     """A worker process failed; the message holds its error."""
 
 
-@dataclass(frozen=True)
-class Shard:
-    """Shard ``index`` of ``count``: the jobs whose index modulo ``count`` is ``index``."""
+class Shard(StrictModel):
+    """The cases one part of a run runs: ``index`` of ``count`` shards."""
 
     index: int
     count: int
+    case_ids: list[str]
 
-    def holds(self, job_index: int) -> bool:
-        return job_index % self.count == self.index
+    @property
+    def key(self) -> str:
+        """A step-key-safe name (Dagster mapping keys allow letters, digits and underscores)."""
+        return f"shard_{self.index:04d}"
+
+
+# ---------------------------------------------------------------- planning
+
+
+def runnable_case_ids(runs: Sequence[RoleRun]) -> list[str]:
+    """The distinct case ids of a run's role runs, in the run's order."""
+    return list(dict.fromkeys(rr.case.id for rr in runs))
+
+
+def cut(case_ids: Sequence[str], shard_size: int, others: Sequence[str] = ()) -> list[Shard]:
+    """Contiguous chunks of ``shard_size`` cases (the last may be smaller); ``others`` (cases the
+    mode leaves out, so that the merged run counts them as a single run does) ride with shard 0."""
+    from nl2sql_assets.evaluation.running.selection import SelectionError
+
+    if shard_size < 1:
+        raise SelectionError(f"shard size must be at least 1, got {shard_size}")
+    chunks = [list(case_ids[n:n + shard_size]) for n in range(0, len(case_ids), shard_size)] or [[]]
+    taken = set(case_ids)
+    chunks[0] = chunks[0] + [i for i in others if i not in taken]
+    return [Shard(index=n, count=len(chunks), case_ids=ids) for n, ids in enumerate(chunks)]
+
+
+def deal(case_ids: Sequence[str], count: int) -> list[Shard]:
+    """``count`` shards, the cases dealt round-robin (case ``i`` to shard ``i % count``), so every
+    shard has a share of each part of the run and the shards' records come back near run order."""
+    return [Shard(index=n, count=count, case_ids=list(case_ids[n::count])) for n in range(count)]
+
+
+def jobs_of(shard: Shard, jobs: Sequence[CaseJob]) -> list[CaseJob]:
+    """The jobs (every role, pass and config) of the shard's cases."""
+    own = set(shard.case_ids)
+    return [j for j in jobs if j.rr.case.id in own]
+
+
+def plan_shards(request: RunRequest, config: ProjectConfig, shard_size: int) -> list[Shard]:
+    """The shards of ``request``'s cases, ``shard_size`` runnable cases each (the last may be smaller)."""
+    from nl2sql_assets.evaluation.running.modes import get_mode
+    from nl2sql_assets.evaluation.running.selection import SelectionError, role_runs, select_cases
+    from nl2sql_assets.evaluation.suites import load_suite
+
+    if shard_size < 1:
+        raise SelectionError(f"shard size must be at least 1, got {shard_size}")
+    paths = list(request.suites) if request.suites is not None else list(config.evals_config.suites)
+    suites = []
+    for p in paths:
+        path = config.resolve(p)
+        if not Path(p).is_absolute() and not path.exists() and Path(p).exists():
+            path = Path(p).resolve()
+        suite = load_suite(path)
+        suites.append((suite.name or path.stem, suite))
+    selected = select_cases(suites, request.cases)
+    mode = get_mode(request.mode)
+    # The runner's own steps: role runs, the kinds the mode runs, then the mode's selection (e.g.
+    # retrieval keeps only cases some allowed role can answer), so no shard is left empty.
+    runs, _ = role_runs(selected, request.roles, clarify=request.clarify)
+    kept = [rr for rr in runs if rr.case.kind in mode.kinds]
+    runnable = runnable_case_ids(mode.select(kept) if kept else [])
+    return cut(runnable, shard_size, others=runnable_case_ids(selected))
+
+
+def shard_request(request: RunRequest, shard: Shard) -> RunRequest:
+    """The request that runs exactly one shard's cases (as an ordinary run)."""
+    return request.model_copy(update={"cases": list(shard.case_ids)})
+
+
+def keep_own(runs: CaseRuns, shard: Shard) -> CaseRuns:
+    """Only the shard's own cases (a case id that is also another case's tag selects both)."""
+    own = set(shard.case_ids)
+    return runs.model_copy(update={"records": [r for r in runs.records if r.case_id in own]})
+
+
+def merge_shards(request: RunRequest, shards: Sequence[CaseRuns]) -> CaseRuns:
+    """The single run that contiguous shards (``cut``) make together: records in shard order,
+    counts summed, the request as the partition gave it, and the run stamp from the first start
+    to the last end."""
+    from nl2sql_assets.evaluation.running.results import CaseRuns, RunMeta, summed_counts
+    from nl2sql_assets.evaluation.running.selection import SelectionError
+    from nl2sql_assets.llm.calls import combine_sources
+
+    if not shards:
+        raise SelectionError("nothing to merge: no shard ran")
+    metas = [s.meta for s in shards]
+    first = metas[0]
+    configs = {}
+    for name, c in first.configs.items():
+        parts = [m.configs[name] for m in metas if name in m.configs]
+        configs[name] = c.model_copy(update={
+            "planned_cases": sum(p.planned_cases for p in parts),
+            "completed_cases": sum(p.completed_cases for p in parts),
+            "unknown_cost_calls": sum(p.unknown_cost_calls for p in parts),
+            "estimated_calls": sum(p.estimated_calls for p in parts),
+            "token_source": combine_sources(p.token_source for p in parts),
+            "env_errors": summed_counts(p.env_errors for p in parts),
+        })
+    databases = {}
+    for m in metas:
+        for d in m.databases:
+            databases.setdefault(d.datasource_id, d)
+    left_out: dict[str, int] = {}
+    for m in metas:
+        for kind, n in m.left_out.items():
+            left_out[kind] = left_out.get(kind, 0) + n
+    stamp = first.run_stamp.model_copy(update={
+        "started_at": min(m.run_stamp.started_at for m in metas),
+        "finished_at": max(m.run_stamp.finished_at for m in metas),
+    })
+    stopped = next((m.stopped for m in metas if m.stopped), None)
+    meta = RunMeta.model_validate({
+        **first.model_dump(),
+        "request": request,
+        "roles": sorted({r for m in metas for r in m.roles}),
+        "spent": sum(m.spent for m in metas),
+        "stopped": stopped,
+        # An outage in any shard makes the whole partition's run incomplete, counted over all shards.
+        "incomplete": any(m.incomplete for m in metas),
+        "env_errors": summed_counts(m.env_errors for m in metas),
+        "breaker": next((m.breaker for m in metas if m.breaker), None),
+        "skipped": sum(m.skipped for m in metas),
+        "left_out": left_out,
+        "databases": list(databases.values()),
+        "configs": configs,
+        "run_stamp": stamp,
+    })
+    return CaseRuns(records=[r for s in shards for r in s.records], meta=meta)
+
+
+# ---------------------------------------------------------------- how many worker processes
 
 
 def default_workers() -> int:
@@ -97,7 +238,8 @@ def _worker(config: ProjectConfig, request: RunRequest, out: Any) -> None:
         from nl2sql_assets.evaluation.running.runner import run_cases
 
         with Project(config) as project:  # its own engine, connections and (temporary) index copies
-            runs = run_cases(request, project.engine, scorers=project.scorers, on_case=on_case)
+            # every record goes back as it finishes: the worker keeps none (its memory stays flat)
+            runs = run_cases(request, project.engine, scorers=project.scorers, on_case=on_case, keep_records=False)
         unknown = {name: c.unknown_cost_calls for name, c in runs.meta.configs.items()}
         out.put(("done", unknown, None))
     except BaseException as exc:  # everything goes back to the running process
@@ -128,14 +270,21 @@ class Workers:
 
         by_key = {(j.config, j.rr.suite, j.rr.case.id, j.rr.role, j.pass_index): j for j in jobs}
         waiting = len(self.procs)
+        pending: list[tuple[str, Any, Any]] = []
         while waiting:
-            try:
-                kind, payload, extra = await asyncio.to_thread(self.queue.get, True, 1.0)
-            except queue_mod.Empty:
-                dead = [p for p in self.procs if not p.is_alive() and p.exitcode not in (0, None)]
-                if dead:
-                    raise ShardError(f"worker {dead[0].name} died (exit code {dead[0].exitcode})") from None
-                continue
+            if not pending:
+                try:  # wait for a message off the event loop, then take what else is there without waiting
+                    pending.append(await asyncio.to_thread(self.queue.get, True, 1.0))
+                except queue_mod.Empty:
+                    dead = [p for p in self.procs if not p.is_alive() and p.exitcode not in (0, None)]
+                    if dead:
+                        raise ShardError(f"worker {dead[0].name} died (exit code {dead[0].exitcode})") from None
+                    continue
+                with contextlib.suppress(queue_mod.Empty):
+                    while len(pending) < 256:
+                        pending.append(self.queue.get_nowait())
+                pending.reverse()
+            kind, payload, extra = pending.pop()
             if kind == "record":
                 record = CaseRecord.model_validate_json(payload)
                 job = by_key[(record.config, record.suite, record.case_id, record.role, record.pass_index)]
@@ -146,6 +295,8 @@ class Workers:
                 waiting -= 1
             else:
                 raise ShardError(f"a worker process failed: {payload}")
+            if pending:
+                await asyncio.sleep(0)  # let this process's own case runs go on between records
 
     def close(self) -> None:
         for proc in self.procs:

@@ -177,9 +177,10 @@ class Policy:
             return None
         counts = {c: sum(1 for _, d in details if d.count == c) for c in ("tp", "fp", "fn", "tn", "error")}
         tp, fp, fn = counts["tp"], counts["fp"], counts["fn"]
+        first_pass = min(x.pass_index for x, _ in details)  # once: a board may hold 10,000 runs
         probes = [ProbeLine(case=f"{s.case_id}@{s.role}", expected=d.expected, expected_rule=d.expected_rule,
                             rule=d.rule, count=d.count)
-                  for s, d in details if d.kind == "probe" and s.pass_index == min(x.pass_index for x, _ in details)]
+                  for s, d in details if d.kind == "probe" and s.pass_index == first_pass]
         return PolicySummary(
             true_positives=tp, false_positives=fp, false_negatives=fn, true_negatives=counts["tn"],
             probe_errors=counts["error"],

@@ -25,6 +25,7 @@ from nl2sql_assets.defs.evals import (
     case_runs_metadata,
     partition_config_pass,
     partition_request,
+    refuse_incomplete,
 )
 from nl2sql_assets.defs.keys import RUNS_GROUP, case_runs_key, regenerated_rows_key
 from nl2sql_assets.defs.partitions import CONFIG_X_PASS
@@ -138,6 +139,8 @@ def build_sharded_case_runs(suite_name: str, suite_path: Path, index_keys: Seque
             running = time.perf_counter()
             runs = keep_own(proj.evals.run_cases(shard_request(request, spec), budget=ledger), spec)
             run_seconds = time.perf_counter() - running
+        # An outage fails this shard alone (nothing stored): a re-execution from failure runs it again.
+        refuse_incomplete(runs)
         worker = worker_name()
         store().write(suite_name, config, pass_index, spec.index, spec.count, runs, worker)
         seconds = time.perf_counter() - started
@@ -162,6 +165,7 @@ def build_sharded_case_runs(suite_name: str, suite_path: Path, index_keys: Seque
         with project.open() as proj:
             request = partition_request(context, proj.config, suite_path, config, pass_index)
         runs = merge(request, [r for _, _, r in stored])
+        refuse_incomplete(runs)  # an outage in any shard: the partition is not stored, as on one machine
         path = project.warehouse.write_pass(suite_name, config, pass_index, runs.records, runs.meta)
         # The shared copy: Postgres rows any machine reads, and Parquet beside the JSONL for DuckDB.
         shared = PgCaseRecords(settings.pg_dsn, schema=settings.pg_schema)

@@ -64,11 +64,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
             started = time.perf_counter()
             runs = proj.evals.run_cases(request, budget=warehouse.ledger(budget_name(context)))
             seconds = time.perf_counter() - started
-        if runs.meta.incomplete:  # an outage: never stored as the model's numbers
-            kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(runs.meta.env_errors.items()))
-            raise dg.Failure(description=redact(
-                f"incomplete: case runs failed for the environment, not the model ({kinds}); nothing stored. "
-                + (runs.meta.breaker or "")))
+        refuse_incomplete(runs)
         path = warehouse.write_pass(suite_name, config, pass_index, runs.records, runs.meta)
         return dg.MaterializeResult(metadata=case_runs_metadata(runs, seconds, path))
 
@@ -216,6 +212,16 @@ def partition_request(context: dg.OpExecutionContext, project_config: Any, suite
     cap = context.run.tags.get(BUDGET_TAG)
     return RunRequest.for_config(config, project_config, suites=[suite_path], pass_numbers=[pass_index],
                                  max_cost_usd=float(cap) if cap else None)
+
+
+def refuse_incomplete(runs: Any) -> None:
+    """Fail the partition when case runs failed for the environment (an outage): such a run's
+    numbers are not the model's, so nothing of it is stored."""
+    if runs.meta.incomplete:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(runs.meta.env_errors.items()))
+        raise dg.Failure(description=redact(
+            f"incomplete: case runs failed for the environment, not the model ({kinds}); nothing stored. "
+            + (runs.meta.breaker or "")))
 
 
 def case_runs_metadata(runs: Any, seconds: float, path: Path) -> dict[str, Any]:

@@ -50,7 +50,7 @@ TARGET_CPU_MS = 6.0  # per case run
 TARGET_CLI_S = 3.0
 REPO = str(Path(__file__).resolve().parent.parent)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import load_average, python, run_child, spread  # noqa: E402
+from benchlib import load_average, print_table, python, run_child, spread  # noqa: E402
 
 DEFAULT_SWEEP = (1, 2, 4, 8)
 
@@ -311,16 +311,6 @@ def run_once(config_path: Path, concurrency: int | None) -> RunOutcome:
 
 def _fmt_s(seconds: float) -> str:
     return f"{seconds:7.3f}"
-
-
-def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
-    print(f"\n{title}")
-    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False))
-    print(line)
-    print("-" * len(line))
-    for row in rows:
-        print("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))))
 
 
 def breakdown_rows(timers: Timers, wall: float, additive: bool) -> list[list[str]]:

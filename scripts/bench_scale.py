@@ -25,14 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import load_average, print_table, python, run_child, spread, synthetic_suite
-
-
-def _rss_now_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+from benchlib import load_average, print_table, python, rss_now_mib, run_child, spread, synthetic_suite
 
 
 def child(config: Path, suite: Path, workers: int | None) -> None:
@@ -49,7 +42,7 @@ def child(config: Path, suite: Path, workers: int | None) -> None:
         nonlocal done
         done += 1
         if done % 1000 == 0:
-            samples.append((done, _rss_now_mib()))
+            samples.append((done, rss_now_mib()))
 
     kwargs: dict[str, Any] = {}
     if workers is not None:

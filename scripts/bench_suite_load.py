@@ -22,14 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import load_average, print_table, python, run_child, spread, synthetic_suite
-
-
-def _rss_now_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+from benchlib import load_average, print_table, python, rss_now_mib, run_child, spread, synthetic_suite
 
 
 def _hwm_mib() -> float:
@@ -42,14 +35,14 @@ def _hwm_mib() -> float:
 def child(path: Path, cache_dir: Path | None, as_json: bool) -> None:
     """One load in this process; prints a JSON line of figures."""
     if as_json:
-        after_import = _rss_now_mib()
+        after_import = rss_now_mib()
         started, cpu = time.perf_counter(), time.process_time()
         data = json.loads(path.read_text(encoding="utf-8"))
         n = len(data["cases"])
     else:
         from nl2sql_assets.evaluation.suites import load_suite
 
-        after_import = _rss_now_mib()
+        after_import = rss_now_mib()
         kwargs = {"cache_dir": cache_dir} if cache_dir is not None else {}
         started, cpu = time.perf_counter(), time.process_time()
         suite = load_suite(path, **kwargs)

@@ -126,6 +126,14 @@ def load_average() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
+def rss_now_mib() -> float:
+    """This process's resident memory now (VmRSS), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
     print(f"\n{title}")

@@ -118,3 +118,20 @@ def test_an_engine_that_is_down_is_an_outage_not_a_wrong_answer(demo_project: Pa
     err = capsys.readouterr().err
     assert code == 4, err
     assert "INCOMPLETE" in err and "transport" in err
+
+
+def test_the_breaker_names_an_engine_that_is_down_by_its_address(demo_project: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    code = main(["--config", str(demo_project), "eval", "run", "--mode", "full", "--engine", f"down={url}",
+                 "--out", str(demo_project / "d.json")])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    breaker = next(line for line in err.splitlines() if line.startswith("circuit breaker: "))
+    assert "stopped after 5 case runs in a row" in breaker and "config 'down'" in breaker
+    assert f"engine at {url}" in breaker and "http:http" not in breaker, breaker

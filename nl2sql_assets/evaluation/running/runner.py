@@ -225,6 +225,14 @@ def first_candidate_result(result: QueryResult) -> QueryResult | None:
     return result.model_copy(update={"result_sets": [first.result_set], "sql": first.sql, "plan": first.plan})
 
 
+def provider_label(model: str) -> str:
+    """Who failed, for the breaker's message: an engine served over HTTP is described as
+    ``http:<url>`` and named by its address; a model by litellm's provider prefix and its name."""
+    if model.startswith("http:"):
+        return f"engine at {model.removeprefix('http:')}"
+    return f"provider {model.split('/', 1)[0]} ({model})"
+
+
 # ---------------------------------------------------------------- the case runs a mode's loop asks for
 
 
@@ -369,7 +377,7 @@ class _Cases:
             model, where = next(iter(record.models.values()), "?"), ""
         self.broken = redact(
             f"stopped after {streak} case runs in a row failed for the environment, not the model: "
-            f"config {cfg.name!r}, provider {model.split('/', 1)[0]} ({model}{where}): {record.error_message}")
+            f"config {cfg.name!r}, {provider_label(model)}{where}: {record.error_message}")
         log.error("%s", self.broken)
 
     def _mark_warmup(self, job: CaseJob, started: float) -> None:

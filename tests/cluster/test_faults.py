@@ -30,6 +30,7 @@ from tests.cluster.test_celery_workers import SUITES, _launch, _materializations
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
+SPIKE_AFTER = 8  # requests billed at the ordinary price before the price spike
 OUTAGE_S = float(os.environ.get("FAULTS_OUTAGE_S", "12"))  # longer than dagster-postgres retries (5 tries, ~6 s)
 
 
@@ -129,10 +130,25 @@ def test_a_postgres_restart_seen_by_dagster_and_our_tables_ends_the_run_and_the_
     print(f"postgres restart: the run ended {run_record.status.value}; {len(noticed)} failure(s) noticed it")
     if run_record.status == dg.DagsterRunStatus.FAILURE:
         assert "result" not in outcome or not outcome["result"].success
+        # A run whose orchestrator died leaves its steps on the workers to finish, and its pool
+        # slots claimed: the re-execution's shards would wait for them forever (the hang seen
+        # here). The daemon frees them (deploy/cluster/dagster.yaml, free_slots_after_run_end_seconds);
+        # no daemon runs here, so do what it does, once the workers are quiet.
+        _wait_until_workers_quiet(fault_cluster, quiet_s=4, timeout_s=90)
+        fault_instance.event_log_storage.free_concurrency_slots_for_run(run_record.run_id)
         retried = _launch(fault_instance, config, p, tags={"dagster/backfill": backfill},
                           reexecute=run_record.run_id)
+        if not retried.success:
+            # Known gap (see the report of issue 15): when the orchestrator died before a suite's
+            # shards were launched, Dagster's re-execution from failure does not plan them again
+            # (the split's dynamic outputs are not re-mapped), and that suite's merge refuses the
+            # empty partition with "nothing to merge: no shard ran"; nothing wrong is stored. A
+            # re-execution of every step then finishes.
+            why = _step_failures_of(fault_instance, retried.run_id, shards_only=False)
+            assert why and all("nothing to merge: no shard ran" in m for m in why), why
+            print("postgres restart: re-execution from failure refused an unplanned suite; re-executing all steps")
+            retried = _launch_all_steps(fault_instance, config, p, backfill, retried.run_id)
         assert retried.success, f"the re-execution failed; worker logs under {fault_cluster.logs}"
-        assert retried.dagster_run.parent_run_id == run_record.run_id
     else:
         assert outcome["result"].success
     for suite in SUITES[config]:
@@ -146,11 +162,11 @@ def test_a_postgres_restart_seen_by_dagster_and_our_tables_ends_the_run_and_the_
 
 def test_a_priced_run_crosses_its_cap_by_at_most_one_case_per_worker(
         fault_cluster: Cluster, fault_instance: dg.DagsterInstance, outside_ci: None):
-    """The provider's price rises with every request, so each case costs more than the most
-    expensive case before it, which is what the ledger reserves: every reservation falls short,
-    and the run really crosses its cap. It passes it by at most one case per worker (each worker
-    runs one case at a time here: max_concurrency 1), the ledger holds exactly what the records
-    cost, and no reservation stays open."""
+    """The provider's price jumps 20-fold after a few cases: the cases then in flight cost far more
+    than the most expensive case before them, which is what the ledger reserved, and the run
+    really crosses its cap (one spiked case alone costs more than the cap). It passes it by at most
+    one case per worker (each worker runs one case at a time here: max_concurrency 1), the ledger
+    holds exactly what the records cost, and no reservation stays open."""
     import yaml
 
     from nl2sql_assets.defs.evals import BUDGET_TAG
@@ -162,8 +178,8 @@ def test_a_priced_run_crosses_its_cap_by_at_most_one_case_per_worker(
     class RisingPrices(FlakyLLMServer):
         def respond(self, raw: bytes, run_id: str | None) -> tuple[int, dict[str, Any]]:
             status, reply = super().respond(raw, run_id)
-            if status == 200 and "usage" in reply:  # the n-th request is billed n times its tokens
-                reply["usage"] = {k: v * self.received for k, v in reply["usage"].items()}
+            if status == 200 and "usage" in reply and self.received > SPIKE_AFTER:  # 20 times the tokens
+                reply["usage"] = {k: v * 20 for k, v in reply["usage"].items()}
             return status, reply
 
     project = fault_cluster.project
@@ -251,10 +267,15 @@ def test_an_outage_in_a_priced_shard_keeps_its_spend_and_the_rerun_bills_again(
     keys = [(r.case_id, r.role) for r in records]
     assert len(keys) == len(set(keys))
     totals = PgSpendLedger(os.environ["NL2SQL_PG_DSN"], backfill, schema=os.environ["NL2SQL_PG_SCHEMA"]).totals()
-    print(f"records {sum(costs):.4f} ledger {totals['spent']:.4f} billed {billed:.4f} cap {cap}")
-    assert totals["open"] == 0
+    print(f"records {sum(costs):.4f} ledger {totals['spent']:.4f} open {totals['open']} "
+          f"reserved {totals['reserved']:.4f} billed {billed:.4f} cap {cap}")
     assert totals["spent"] > sum(costs) + 1e-9  # the failed attempt's spend is kept, not lost
     assert totals["spent"] <= billed + 1e-9  # and nothing is counted that the provider did not bill
+    # The cases in flight when Postgres went could not settle: their reservations stay open (one
+    # per worker at most) until they count as spent (stale_after_s). With them the ledger covers
+    # everything the provider billed, so the cap stays safe.
+    assert totals["open"] <= workers
+    assert totals["spent"] + totals["reserved"] >= billed - 1e-9
     assert totals["spent"] <= cap + workers * max(costs)
 
 
@@ -263,3 +284,26 @@ def _step_failures_of(instance: dg.DagsterInstance, run_id: str, shards_only: bo
     kinds = {dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.STEP_UP_FOR_RETRY}
     return [str(e.dagster_event.event_specific_data.error) for e in instance.all_logs(run_id, of_type=kinds)
             if not shards_only or "run_shard" in (e.dagster_event.step_key or "")]
+
+
+def _wait_until_workers_quiet(cluster: Cluster, quiet_s: float, timeout_s: float) -> None:
+    """Until no worker has written to its log for ``quiet_s`` (the failed run's steps are done)."""
+    deadline, last, since = time.monotonic() + timeout_s, None, time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        sizes = [(cluster.logs / f"{n}.log").stat().st_size for n in cluster.workers]
+        if sizes != last:
+            last, since = sizes, time.monotonic()
+        assert time.monotonic() < deadline, f"the workers were still busy after {timeout_s} s"
+        time.sleep(0.5)
+
+
+def _launch_all_steps(instance: dg.DagsterInstance, config: str, pass_index: int, backfill: str, parent: str):
+    """A failed run re-executed whole (every step), as the UI's "Re-execute all"."""
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+    repo = ReconstructableRepository.for_module("nl2sql_assets.definitions", "defs", working_directory=str(Path.cwd()))
+    job = repo.get_reconstructable_job("case_runs_job").get_subset(
+        asset_selection={case_runs_key(s) for s in SUITES[config]})
+    return dg.execute_job(job, instance, reexecution_options=dg.ReexecutionOptions(parent_run_id=parent), tags={
+        "dagster/partition": str(config_pass_key(config, pass_index)), "dagster/partition/config": config,
+        "dagster/partition/pass": str(pass_index), "dagster/backfill": backfill})

@@ -55,15 +55,24 @@ class _TaskOutcome:
             cause = serializable_error_info_from_exc_info(sys.exc_info())
             error = SerializableErrorInfo(
                 message=f'The Celery task of step "{self._step.key}" failed on its worker before it could report '
-                        f"the step (is Dagster's Postgres storage reachable from the workers?): {cause.message}",
-                stack=cause.stack, cls_name=cause.cls_name, cause=cause.cause, context=cause.context)
+                f"the step (is Dagster's Postgres storage reachable from the workers?): {cause.message}",
+                stack=cause.stack,
+                cls_name=cause.cls_name,
+                cause=cause.cause,
+                context=cause.context,
+            )
             event = DagsterEvent.step_failure_event(
                 self._job_context.for_step(self._step),
-                StepFailureData(error=error, user_failure_data=None, error_source=ErrorSource.FRAMEWORK_ERROR))
+                StepFailureData(
+                    error=error, user_failure_data=None, error_source=ErrorSource.FRAMEWORK_ERROR
+                ),
+            )
             return [serialize_value(event)]
 
 
-def _submit(app: Any, job_context: Any, step: Any, queue: str, priority: int, known_state: Any) -> _TaskOutcome:
+def _submit(
+    app: Any, job_context: Any, step: Any, queue: str, priority: int, known_state: Any
+) -> _TaskOutcome:
     return _TaskOutcome(_submit_task(app, job_context, step, queue, priority, known_state), job_context, step)
 
 
@@ -74,10 +83,16 @@ class _Executor(CeleryExecutor):
         return core_celery_execution_loop(plan_context, execution_plan, step_execution_fn=_submit)
 
 
-@dg.executor(name="celery", config_schema=CELERY_CONFIG, requirements=multiple_process_executor_requirements())
+@dg.executor(
+    name="celery", config_schema=CELERY_CONFIG, requirements=multiple_process_executor_requirements()
+)
 def celery_executor(init_context: dg.InitExecutorContext) -> CeleryExecutor:
     """dagster-celery's ``celery_executor`` (same config), a failed step task failing its step."""
     config = init_context.executor_config
-    return _Executor(broker=config.get("broker"), backend=config.get("backend"),
-                     config_source=config.get("config_source"), include=config.get("include"),
-                     retries=RetryMode.from_config(config["retries"]))
+    return _Executor(
+        broker=config.get("broker"),
+        backend=config.get("backend"),
+        config_source=config.get("config_source"),
+        include=config.get("include"),
+        retries=RetryMode.from_config(config["retries"]),
+    )

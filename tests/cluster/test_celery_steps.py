@@ -41,8 +41,13 @@ class _NoWorkerExecutor(_Executor):
 
 @dg.executor(name="no_worker")
 def _no_worker(init_context: dg.InitExecutorContext) -> _Executor:
-    return _NoWorkerExecutor(broker="memory://", backend="cache+memory://", config_source=None, include=None,
-                             retries=RetryMode.DISABLED)
+    return _NoWorkerExecutor(
+        broker="memory://",
+        backend="cache+memory://",
+        config_source=None,
+        include=None,
+        retries=RetryMode.DISABLED,
+    )
 
 
 @dg.op(pool="llm")
@@ -70,11 +75,16 @@ def test_a_step_task_that_raised_fails_its_step_and_the_run_ends():
     with dg.instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 1}}}) as instance:
         result = dg.execute_job(dg.reconstructable(two_branches), instance, raise_on_error=False)
         assert not result.success
-        failures = {e.step_key: e.event_specific_data.error.message
-                    for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE}
+        failures = {
+            e.step_key: e.event_specific_data.error.message
+            for e in result.all_events
+            if e.event_type == dg.DagsterEventType.STEP_FAILURE
+        }
         # Both submitted steps failed with their worker's error; the step after one of them was
         # skipped (never submitted), and the run ended rather than waiting for it.
         assert set(failures) == {"first", "second"}
-        assert all("failed on its worker" in m and "too many retries for DB connection" in m
-                   for m in failures.values()), failures
+        assert all(
+            "failed on its worker" in m and "too many retries for DB connection" in m
+            for m in failures.values()
+        ), failures
         assert instance.get_run_by_id(result.run_id).status == dg.DagsterRunStatus.FAILURE

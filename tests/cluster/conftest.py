@@ -120,6 +120,11 @@ class PgPort:
                 upstream.settimeout(None)
                 with self._lock:
                     self._open.update((client, upstream))
+                if self._stop.is_set():  # stopped while connecting: stop() may have missed this pair
+                    for sock in (client, upstream):
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_RDWR)
+                    continue
                 for src, dst in ((client, upstream), (upstream, client)):
                     threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
 
@@ -145,6 +150,7 @@ class Cluster:
     project: Path
     logs: Path
     workers: dict[str, subprocess.Popen] = field(default_factory=dict)
+    dagster_port: PgPort | None = None  # Dagster's storage's port, when it goes through one too
 
     def start_worker(self, name: str) -> subprocess.Popen:
         log = (self.logs / f"{name}.log").open("a")
@@ -195,13 +201,15 @@ def with_routing_suite(project: Path) -> None:
                      encoding="utf-8")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_database: str) -> Iterator[Cluster]:
-    """A demo project, a DAGSTER_HOME on Postgres, the profile's variables, and two workers."""
+@contextlib.contextmanager
+def open_cluster(root: Path, demo_template: Path, pg_database: str, *, schema: str = "nl2sql",
+                 dagster_through_port: bool = False) -> Iterator[Cluster]:
+    """A demo project under ``root``, a DAGSTER_HOME on Postgres, the profile's variables, and two
+    workers. With ``dagster_through_port`` Dagster's own run and event storage reaches Postgres
+    through a second PgPort (``Cluster.dagster_port``), so a test can restart it too."""
     import redis
 
     require_redis()
-    root = tmp_path_factory.mktemp("cluster")
     project = root / "demo"
     shutil.copytree(demo_template, project)
     with_routing_suite(project)
@@ -211,12 +219,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_da
     (root / "logs").mkdir()
     queue = f"nl2sql_test_{uuid.uuid4().hex[:8]}"
     pg_port = PgPort().start()
+    dagster_port = PgPort().start() if dagster_through_port else None
     env = {
         **os.environ,
         "NL2SQL_PROFILE": "cluster",
         "NL2SQL_PG_DSN": dsn(pg_database, pg_port.port),
-        "NL2SQL_PG_SCHEMA": "nl2sql",
-        "NL2SQL_DAGSTER_PG_URL": f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{pg_database}",
+        "NL2SQL_PG_SCHEMA": schema,
+        "NL2SQL_DAGSTER_PG_URL": dagster_pg_url(pg_database, dagster_port.port if dagster_port else PG_PORT),
         "NL2SQL_CELERY_BROKER": REDIS_URL,
         "NL2SQL_CELERY_BACKEND": REDIS_URL,
         "NL2SQL_CELERY_QUEUE": queue,
@@ -230,7 +239,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_da
     }
     saved = dict(os.environ)
     os.environ.update(env)
-    c = Cluster(env=env, pg_port=pg_port, home=home, project=project, logs=root / "logs")
+    c = Cluster(env=env, pg_port=pg_port, home=home, project=project, logs=root / "logs", dagster_port=dagster_port)
     try:
         c.start_worker("w1")
         c.start_worker("w2")
@@ -239,9 +248,25 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_da
     finally:
         c.stop_all()
         pg_port.stop()
+        if dagster_port is not None:
+            dagster_port.stop()
         os.environ.clear()
         os.environ.update(saved)
         client = redis.Redis.from_url(REDIS_URL)
         keys = [*client.scan_iter(f"{queue}*"), *client.scan_iter(f"_kombu.binding.{queue}*")]
         if keys:
             client.delete(*keys)
+
+
+def dagster_pg_url(database: str, port: int = PG_PORT) -> str:
+    """Dagster's storage URL with the libpq settings deploy/cluster/dagster.yaml asks for (see
+    scripts/cluster): a connect timeout and TCP keepalives, so a restarted server is noticed."""
+    return (f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{port}/{database}"
+            "?connect_timeout=10&keepalives=1&keepalives_idle=10&keepalives_interval=5&keepalives_count=3")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_database: str) -> Iterator[Cluster]:
+    """A demo project, a DAGSTER_HOME on Postgres, the profile's variables, and two workers."""
+    with open_cluster(tmp_path_factory.mktemp("cluster"), demo_template, pg_database) as c:
+        yield c

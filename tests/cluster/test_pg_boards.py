@@ -92,3 +92,36 @@ def test_cluster_boards_read_postgres_and_equal_the_one_machine_boards(
     assert "plans: no scoreboard yet" not in (evaluation.description or "")
     assert "plans:" in (evaluation.description or "")
     assert _comparable_board(board) == _comparable_board(one_machine)
+
+
+def test_benchmark_records_pulls_the_board_from_postgres_on_a_machine_without_its_files(
+        tmp_path: Path, demo_template: Path, pg_database: str, monkeypatch: pytest.MonkeyPatch):
+    """benchmark_records on a machine that built neither the records nor the board: the board
+    comes from Postgres (pull_scoreboards) and is what gets recorded; without that pull the asset
+    would find no scoreboard file and fail."""
+    from nl2sql_assets.defs.keys import benchmark_records_key
+
+    project = tmp_path / "cluster"
+    shutil.copytree(demo_template, project)
+    (tmp_path / "h").mkdir()
+    monkeypatch.setenv("NL2SQL_PROFILE", "cluster")
+    monkeypatch.setenv("NL2SQL_PG_DSN", dsn(pg_database))
+    monkeypatch.setenv("NL2SQL_PG_SCHEMA", f"records_{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv("NL2SQL_SHARD_SIZE", "60")
+    defs = _run_plans_board(project, tmp_path / "h")
+    assert _boards(defs, tmp_path / "h").success  # the board, built here and stored in Postgres
+    board = project / "warehouse" / "reports" / "chinook" / "plans.json"
+    built = _comparable_board(board)
+    # Another machine: neither the record files nor the board file.
+    shutil.rmtree(project / "warehouse" / "case_records")
+    shutil.rmtree(project / "warehouse" / "reports")
+    with dg.instance_for_test(temp_dir=str(tmp_path / "h")) as instance:
+        register_configs(instance, ["plans"])
+        result = defs.resolve_job_def("benchmark_records_job").execute_in_process(
+            instance=instance, partition_key="plans", asset_selection=[benchmark_records_key("chinook")],
+            run_config={"ops": {"chinook_benchmark_records": {"config": {"record": True, "note": "from postgres"}}}},
+            raise_on_error=False)
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    assert _comparable_board(board) == built  # pulled back from Postgres
+    (record,) = sorted((project / "benchmarks" / "plans" / "chinook").glob("*.json"))
+    assert "from postgres" in record.read_text(encoding="utf-8")

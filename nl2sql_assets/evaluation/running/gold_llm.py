@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -212,6 +212,17 @@ def _json_response(status: int, body: dict[str, Any]) -> Any:
     return web.Response(status=status, body=json.dumps(body).encode("utf-8"), headers=_JSON_HEADERS)
 
 
+def _close(server: Any, listener: asyncio.Server) -> None:
+    """Stop accepting, and cut every keep-alive connection, answered or not (a client held by a
+    stalled subclass gets a dropped connection, as when a provider goes away)."""
+    listener.close()
+    for handler in server.connections:
+        handler.force_close()
+        transport = handler.transport
+        if transport is not None:
+            transport.abort()
+
+
 def _route(path: str) -> str:
     return path.split("?", 1)[0].rstrip("/")
 
@@ -264,6 +275,8 @@ class GoldLLMServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._blocking: concurrent.futures.ThreadPoolExecutor | None = None
+        self._listening: tuple[Any, asyncio.Server] | None = None  # the server's thread's (handlers, listener)
+        self._on_loop = False
         self._unsubscribe: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------ lifecycle
@@ -303,7 +316,7 @@ class GoldLLMServer:
         loop = asyncio.new_event_loop()
         self._loop = loop
         try:
-            server, listener = loop.run_until_complete(self._listen(sock))
+            self._listening = loop.run_until_complete(self._listen(sock.dup()))
         except BaseException as exc:
             ready.set_exception(exc)
             loop.close()
@@ -312,14 +325,9 @@ class GoldLLMServer:
         try:
             loop.run_forever()
         finally:
-            listener.close()
-            # Cut every keep-alive connection, answered or not (a client held by a stalled
-            # subclass gets a dropped connection, as when a provider goes away).
-            for handler in server.connections:
-                handler.force_close()
-                transport = handler.transport
-                if transport is not None:
-                    transport.abort()
+            if self._listening is not None:
+                _close(*self._listening)
+                self._listening = None
             loop.run_until_complete(asyncio.sleep(0))  # let the transports' close callbacks run
             for task in asyncio.all_tasks(loop):
                 task.cancel()
@@ -328,11 +336,51 @@ class GoldLLMServer:
             loop.close()
 
     async def _listen(self, sock: socket.socket) -> tuple[Any, asyncio.Server]:
+        """Serve ``sock`` (a duplicate of the listening socket, closed with the listener) here."""
         from aiohttp.web_server import Server
 
         server = Server(self._handle, access_log=None)
         listener = await asyncio.get_running_loop().create_server(server, sock=sock)
         return server, listener
+
+    async def _pause(self) -> None:
+        """On the server's thread: accept no new connection there (those open stay served)."""
+        if self._listening is not None:
+            self._listening[1].close()
+
+    async def _resume(self) -> None:
+        if self._listening is not None and self._sock is not None:
+            self._listening = (self._listening[0], await self._listen_more(self._listening[0]))
+
+    async def _listen_more(self, server: Any) -> asyncio.Server:
+        assert self._sock is not None
+        return await asyncio.get_running_loop().create_server(server, sock=self._sock.dup())
+
+    @contextlib.asynccontextmanager
+    async def on_running_loop(self) -> AsyncIterator[None]:
+        """Accept and answer connections on the calling event loop for the duration of the block
+        (a run's own loop: its requests and answers then stay on one thread), and on the
+        server's thread again after it; the block's connections are closed when it ends. Only
+        for a loop that never blocks on this server (an async client): a blocking call from the
+        loop itself would wait on its own answer."""
+        thread_loop = self._loop
+        if self._sock is None or thread_loop is None or self._on_loop:
+            yield
+            return
+        self._on_loop = True
+        try:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._pause(), thread_loop))
+            here = await self._listen(self._sock.dup())
+            try:
+                yield
+            finally:
+                _close(*here)
+                await asyncio.sleep(0)
+                if self._loop is thread_loop and not thread_loop.is_closed():
+                    with contextlib.suppress(RuntimeError):  # the server stopped meanwhile
+                        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._resume(), thread_loop))
+        finally:
+            self._on_loop = False
 
     async def _handle(self, request: Any) -> Any:
         """One HTTP request: ``GET .../models``, ``POST .../chat/completions``, else a 404."""

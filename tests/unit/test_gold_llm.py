@@ -280,3 +280,37 @@ def test_a_subclass_that_blocks_is_answered_on_threads_side_by_side(bus: EventBu
     assert held == 4, "all four requests were held at once"
     assert models.status_code == 200, "answered while four requests were held"
     assert [r.status_code for r in replies] == [200] * 4 and server.requests == 4
+
+
+def test_a_run_is_answered_on_its_own_loop_then_on_the_servers_thread_again(bus: EventBus) -> None:
+    """Mode plans serves the gold server on the run's event loop (no request or answer crosses
+    threads); before and after, the server's own thread answers, over the same port."""
+    import threading
+
+    import aiohttp
+
+    answered_on: list[str] = []
+
+    def note(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
+        answered_on.append(threading.current_thread().name)
+        return {"summary": "ok", "content": "ok"}
+
+    body = {"model": "gold-plans", "messages": [{"role": "user", "content": "q"}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "SynthesizedAnswer", "schema": {}}}}
+
+    async def run(server: GoldLLMServer) -> list[int]:
+        async with server.on_running_loop(), aiohttp.ClientSession() as session:
+            statuses = []
+            for _ in range(3):  # one keep-alive connection, accepted on this loop
+                async with session.post(f"{server.base_url}/chat/completions", json=body,
+                                        headers={RUN_ID_HEADER: "r"}) as resp:
+                    statuses.append(resp.status)
+                    await resp.read()
+            return statuses
+
+    with GoldLLMServer([ARTISTS], bus, answers={"SynthesizedAnswer": note}) as server:
+        start(bus, "r", "artists")
+        content(post(server, "SynthesizedAnswer", "r"))
+        assert asyncio.run(run(server)) == [200, 200, 200]
+        content(post(server, "SynthesizedAnswer", "r"))
+    assert answered_on == ["gold-llm-server", "MainThread", "MainThread", "MainThread", "gold-llm-server"]

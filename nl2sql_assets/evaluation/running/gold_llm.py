@@ -349,12 +349,10 @@ class GoldLLMServer:
             self._listening[1].close()
 
     async def _resume(self) -> None:
+        """On the server's thread: accept connections there again."""
         if self._listening is not None and self._sock is not None:
-            self._listening = (self._listening[0], await self._listen_more(self._listening[0]))
-
-    async def _listen_more(self, server: Any) -> asyncio.Server:
-        assert self._sock is not None
-        return await asyncio.get_running_loop().create_server(server, sock=self._sock.dup())
+            server = self._listening[0]
+            self._listening = (server, await asyncio.get_running_loop().create_server(server, sock=self._sock.dup()))
 
     @contextlib.asynccontextmanager
     async def on_running_loop(self) -> AsyncIterator[None]:
@@ -394,9 +392,11 @@ class GoldLLMServer:
         if self._inline:
             status, reply = self.respond(raw, run_id)
         else:  # a subclass's respond may block: on a thread, so requests overlap as before
-            if self._blocking is None:
-                self._blocking = concurrent.futures.ThreadPoolExecutor(_BLOCKING_WORKERS, "gold-llm-respond")
-            status, reply = await asyncio.get_running_loop().run_in_executor(self._blocking, self.respond, raw, run_id)
+            with self._lock:
+                if self._blocking is None:
+                    self._blocking = concurrent.futures.ThreadPoolExecutor(_BLOCKING_WORKERS, "gold-llm-respond")
+                blocking = self._blocking
+            status, reply = await asyncio.get_running_loop().run_in_executor(blocking, self.respond, raw, run_id)
         return _json_response(status, reply)
 
     @property
@@ -417,14 +417,15 @@ class GoldLLMServer:
                 loop.call_soon_threadsafe(loop.stop)
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
-        if self._blocking is not None:
-            self._blocking.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            blocking, self._blocking = self._blocking, None
+        if blocking is not None:
+            blocking.shutdown(wait=False, cancel_futures=True)
         if self._sock is not None:
             self._sock.close()
         self._sock = None
         self._loop = None
         self._thread = None
-        self._blocking = None
 
     def __enter__(self) -> GoldLLMServer:
         return self.start()

@@ -4,9 +4,9 @@ points at them: a 10,000-case run writes its records as it goes, never one huge 
 ``RecordStream`` appends every record (redacted, one line each) to ``<records>.partial`` the
 moment it is counted, noting where each line lies; ``finish`` writes the records file in the
 run's order by copying each line from there (one line in memory at a time), atomically, and
-drops the partial file. A run that dies leaves the partial file
-with every record finished so far. The report's boards are then built in one pass over the
-records file (``report_from_records``), so the run need not hold its records.
+drops the partial file. A run that dies leaves the partial file with every record finished so
+far. The report's boards are then built in one pass over the records file
+(``report_from_records``), so the run need not hold its records.
 
 ``save_summary`` writes the report without its boards' ``results`` and with ``records_file``
 naming that file (beside the report); ``load_report`` reads the records back into the boards,

@@ -138,7 +138,7 @@ def instrumented(timers: Timers) -> Iterator[None]:
     - ``httpx.AsyncClient.send`` / ``aiohttp.ClientSession._request``: the HTTP round trip as
       the client sees it (litellm's openai route sends through an httpx client, the lean wire
       through aiohttp), the response body's read left out.
-    - the gold server's ``do_POST``: server-side handling time.
+    - the gold server's request handler: server-side handling time.
     - ``pipeline.validate_plan`` / ``pipeline.generate_sql`` / ``pipeline.check_sql``: imported by
       name into the pipeline.
     - ``SqliteAdapter.execute`` / ``DuckDBAdapter.execute``: ``executor.execute`` calls the method.
@@ -162,7 +162,7 @@ def instrumented(timers: Timers) -> Iterator[None]:
         (openai_compat, "acompletion", _async_timer(timers, "acompletion", openai_compat.acompletion)),
         (httpx.AsyncClient, "send", _async_timer(timers, "http", httpx.AsyncClient.send)),
         (aiohttp.ClientSession, "_request", _async_timer(timers, "http", aiohttp.ClientSession._request)),
-        (gold_llm._Handler, "do_POST", _sync_timer(timers, "server", gold_llm._Handler.do_POST)),
+        *_server_timer(timers, gold_llm),
         (pipeline, "validate_plan", _sync_timer(timers, "validation", pipeline.validate_plan)),
         (pipeline, "generate_sql", _sync_timer(timers, "sqlgen", pipeline.generate_sql)),
         (pipeline, "check_sql", _sync_timer(timers, "policy", pipeline.check_sql)),
@@ -181,6 +181,15 @@ def instrumented(timers: Timers) -> Iterator[None]:
     finally:
         for owner, name, original in saved:
             setattr(owner, name, original)
+
+
+def _server_timer(timers: Timers, gold_llm: Any) -> list[tuple[Any, str, Callable[..., Any]]]:
+    """The gold server's handling of one request: its aiohttp handler, or (a checkout from before
+    it served from one event loop, ``--tree``) its ``http.server`` handler's ``do_POST``."""
+    if hasattr(gold_llm, "_Handler"):
+        return [(gold_llm._Handler, "do_POST", _sync_timer(timers, "server", gold_llm._Handler.do_POST))]
+    server = gold_llm.GoldLLMServer
+    return [(server, "_handle", _async_timer(timers, "server", server._handle))]
 
 
 # ---------------------------------------------------------------- litellm's switches
@@ -320,7 +329,7 @@ def breakdown_rows(timers: Timers, wall: float, additive: bool) -> list[list[str
     buckets: list[tuple[str, float, str | None]] = [  # (label, seconds, timer whose calls to count)
         ("litellm client-side (acompletion - HTTP)", acompletion - http, "acompletion"),
         ("HTTP round trip (client view)", http, "http"),
-        ("  of which gold server handling (do_POST)", server, "server"),
+        ("  of which gold server handling", server, "server"),
         ("  of which network, event loop + GIL waits", http - server, None),
         ("validation (validate_plan)", timers.get("validation"), "validation"),
         ("SQL generation (generate_sql)", timers.get("sqlgen"), "sqlgen"),

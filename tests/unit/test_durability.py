@@ -19,6 +19,7 @@ from nl2sql_assets.atomic import (
     TEMP_PREFIX,
     WriteFailed,
     atomic_write,
+    atomic_write_chunks,
     check_writable,
     remove_stale_temps,
     write_new,
@@ -52,6 +53,21 @@ def test_atomic_write_replaces_and_keeps_the_files_mode(tmp_path: Path) -> None:
     os.chmod(path, 0o640)
     atomic_write(path, b"two")
     assert path.read_bytes() == b"two" and path.stat().st_mode & 0o777 == 0o640 and _temps(tmp_path) == []
+
+
+def test_a_file_written_in_chunks_appears_whole_or_not_at_all(tmp_path: Path) -> None:
+    path = tmp_path / "run.records.jsonl"
+    atomic_write(path, "old\n")
+
+    def broken() -> Any:
+        yield b"first line\n"
+        raise RuntimeError("the run's writer failed half-way")
+
+    with pytest.raises(RuntimeError, match="half-way"):
+        atomic_write_chunks(path, broken())
+    assert path.read_text() == "old\n" and _temps(tmp_path) == []
+    atomic_write_chunks(path, (f"line {n}\n".encode() for n in range(3)))
+    assert path.read_text() == "line 0\nline 1\nline 2\n" and _temps(tmp_path) == []
 
 
 @pytest.mark.parametrize("writer", [atomic_write, write_new], ids=["replace", "create"])

@@ -216,25 +216,101 @@ def test_stop_releases_the_port_and_the_bus(bus: EventBus) -> None:
         httpx.post(f"{url}/chat/completions", json={}, timeout=1)
 
 
-def test_stopping_the_server_ends_its_keep_alive_connection_threads():
-    """A long-lived process (a Dagster code server) runs plans mode many times: no thread may pile up."""
+def test_stopping_the_server_ends_its_thread_and_keep_alive_connections():
+    """A long-lived process (a Dagster code server) runs plans mode many times: no thread may pile
+    up, and a client still holding a keep-alive connection finds it closed."""
     import http.client
     import threading
     import time
 
-    def handler_threads() -> int:
-        return sum("process_request_thread" in t.name for t in threading.enumerate())
-
-    before = handler_threads()
+    before = set(threading.enumerate())
     server = GoldLLMServer([], EventBus()).start()
-    port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     conn.request("GET", "/v1/models")  # keep-alive: the connection stays open after the answer
-    assert conn.getresponse().read()
-    assert handler_threads() == before + 1
+    response = conn.getresponse()
+    assert response.status == 200 and response.getheader("Connection", "keep-alive").lower() != "close"
+    assert response.read()
+    assert set(threading.enumerate()) - before, "the server runs on a thread of its own"
     server.stop()
     deadline = time.monotonic() + 3
-    while handler_threads() > before and time.monotonic() < deadline:
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert handler_threads() == before
+    assert not set(threading.enumerate()) - before
+    assert conn.sock is not None
+    conn.sock.settimeout(2)
+    assert conn.sock.recv(1) == b"", "the server closed the kept-alive connection"
     conn.close()
+
+
+def test_a_subclass_that_blocks_is_answered_on_threads_side_by_side(bus: EventBus) -> None:
+    """A subclass's respond may block (a model's latency, a hung provider): requests still
+    overlap, and the server keeps answering other requests meanwhile."""
+    import threading
+    import time
+
+    release = threading.Event()
+
+    class Held(GoldLLMServer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.in_flight = 0
+            self.lock = threading.Lock()
+
+        def respond(self, raw: bytes, run_id: str | None) -> tuple[int, dict[str, Any]]:
+            with self.lock:
+                self.in_flight += 1
+            release.wait(10)
+            return super().respond(raw, run_id)
+
+    with Held([ARTISTS], bus) as server:
+        start(bus, "r", "artists")
+        replies: list[httpx.Response] = []
+        threads = [threading.Thread(target=lambda: replies.append(post(server, "SynthesizedAnswer", "r")))
+                   for _ in range(4)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while server.in_flight < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        held = server.in_flight
+        models = httpx.get(f"{server.base_url}/models", timeout=5)
+        release.set()
+        for t in threads:
+            t.join()
+    assert held == 4, "all four requests were held at once"
+    assert models.status_code == 200, "answered while four requests were held"
+    assert [r.status_code for r in replies] == [200] * 4 and server.requests == 4
+
+
+def test_a_run_is_answered_on_its_own_loop_then_on_the_servers_thread_again(bus: EventBus) -> None:
+    """Mode plans serves the gold server on the run's event loop (no request or answer crosses
+    threads); before and after, the server's own thread answers, over the same port."""
+    import threading
+
+    import aiohttp
+
+    answered_on: list[str] = []
+
+    def note(case: EvalCase, role: str | None, server: GoldLLMServer) -> dict[str, Any]:
+        answered_on.append(threading.current_thread().name)
+        return {"summary": "ok", "content": "ok"}
+
+    body = {"model": "gold-plans", "messages": [{"role": "user", "content": "q"}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "SynthesizedAnswer", "schema": {}}}}
+
+    async def run(server: GoldLLMServer) -> list[int]:
+        async with server.on_running_loop(), aiohttp.ClientSession() as session:
+            statuses = []
+            for _ in range(3):  # one keep-alive connection, accepted on this loop
+                async with session.post(f"{server.base_url}/chat/completions", json=body,
+                                        headers={RUN_ID_HEADER: "r"}) as resp:
+                    statuses.append(resp.status)
+                    await resp.read()
+            return statuses
+
+    with GoldLLMServer([ARTISTS], bus, answers={"SynthesizedAnswer": note}) as server:
+        start(bus, "r", "artists")
+        content(post(server, "SynthesizedAnswer", "r"))
+        assert asyncio.run(run(server)) == [200, 200, 200]
+        content(post(server, "SynthesizedAnswer", "r"))
+    assert answered_on == ["gold-llm-server", "MainThread", "MainThread", "MainThread", "gold-llm-server"]

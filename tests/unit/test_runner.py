@@ -660,3 +660,23 @@ def test_mode_full_without_a_key_is_refused_before_any_call(project: ProjectConf
     llm = LLMConfig(default=ModelSettings(model=model, api_key=""))
     with pytest.raises(RunRefused, match=r"(?s)no API key.*nodes resolver, decomposer.*_API_KEY"):
         run_eval(project, mode="full", llm=llm, max_cost_usd=1)
+
+
+def test_a_run_keeps_the_heap_out_of_full_collections_and_gives_it_back_after(project: ProjectConfig) -> None:
+    """While any run is going, what was alive when it started is frozen (no full collection scans
+    it); when the last run ends, it is unfrozen, so garbage made meanwhile is still collected."""
+    import gc
+
+    from nl2sql_assets.evaluation.running.runner import frozen_heap
+
+    assert gc.get_freeze_count() == 0
+    frozen_during: list[int] = []
+    run_eval(project, mode="plans", cases=["small_001"], on_case=lambda c, r, s: frozen_during.append(gc.get_freeze_count()))
+    assert frozen_during and all(n > 0 for n in frozen_during)
+    assert gc.get_freeze_count() == 0
+    with frozen_heap():
+        first = gc.get_freeze_count()
+        with frozen_heap():  # a second run at the same time (another thread)
+            assert gc.get_freeze_count() >= first > 0
+        assert gc.get_freeze_count() > 0, "the first run is still going"
+    assert gc.get_freeze_count() == 0

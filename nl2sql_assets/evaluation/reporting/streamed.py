@@ -2,10 +2,11 @@
 points at them: a 10,000-case run writes its records as it goes, never one huge JSON at the end.
 
 ``RecordStream`` appends every record (redacted, one line each) to ``<records>.partial`` the
-moment it is counted; ``finish`` writes the records file in the run's order (the lines as they
-were streamed), atomically, and drops the partial file. A run that dies leaves the partial file
-with every record finished so far. The report's boards are then built in one pass over the
-records file (``report_from_records``), so the run need not hold its records.
+moment it is counted, noting where each line lies; ``finish`` writes the records file in the
+run's order by copying each line from there (one line in memory at a time), atomically, and
+drops the partial file. A run that dies leaves the partial file with every record finished so
+far. The report's boards are then built in one pass over the records file
+(``report_from_records``), so the run need not hold its records.
 
 ``save_summary`` writes the report without its boards' ``results`` and with ``records_file``
 naming that file (beside the report); ``load_report`` reads the records back into the boards,
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from nl2sql_assets.atomic import atomic_write
+from nl2sql_assets.atomic import atomic_write_chunks
 from nl2sql_assets.redact import redact
 
 if TYPE_CHECKING:
@@ -43,28 +44,40 @@ class RecordStream:
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
         self.partial.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[str] | None = self.partial.open("w", encoding="utf-8")
+        self._fh: IO[bytes] | None = self.partial.open("wb")
         self.keys: list[RecordKey] = []  # each streamed line's record, in the order written
+        self._where: dict[RecordKey, tuple[int, int]] = {}  # a record's line: (byte offset, length)
+        self._end = 0  # bytes written so far
         self.count = 0
 
     def on_case(self, config: str, record: CaseRecord, spent: float) -> None:
         from nl2sql_assets.evaluation.running.results import record_key
 
         assert self._fh is not None, "the stream is closed"
-        self._fh.write(redact(record.model_dump_json()) + "\n")
+        line = (redact(record.model_dump_json()) + "\n").encode("utf-8")
+        self._fh.write(line)
         self._fh.flush()  # a reader (or a crash) sees every finished record
-        self.keys.append(record_key(record))
+        key = record_key(record)
+        self.keys.append(key)
+        self._where[key] = (self._end, len(line))
+        self._end += len(line)
         self.count += 1
 
     def finish(self, order: Iterable[RecordKey]) -> Path:
         """Write the records file in ``order`` (the run's record keys) from the streamed lines;
-        returns it. Lines are moved, never parsed again."""
+        returns it. Lines are copied by their offsets, one at a time, never parsed again, so
+        the run's memory does not grow with its records here either."""
         self.close()
-        with self.partial.open(encoding="utf-8") as fh:
-            lines = dict(zip(self.keys, (line for line in fh if line.strip()), strict=True))
-        ordered = [lines.pop(key) for key in order]
-        ordered.extend(lines.values())  # none expected: every streamed record is in the run
-        atomic_write(self.path, "".join(ordered))
+        where = dict(self._where)
+        with self.partial.open("rb") as fh:
+
+            def lines() -> Iterator[bytes]:
+                for key in order:
+                    yield _line_at(fh, *where.pop(key))
+                for offset, length in where.values():  # none expected: every streamed record is in the run
+                    yield _line_at(fh, offset, length)
+
+            atomic_write_chunks(self.path, lines())
         os.unlink(self.partial)
         return self.path
 
@@ -78,6 +91,11 @@ class RecordStream:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _line_at(fh: IO[bytes], offset: int, length: int) -> bytes:
+    fh.seek(offset)
+    return fh.read(length)
 
 
 def read_records(path: Path) -> Iterator[CaseRecord]:

@@ -15,6 +15,8 @@ candidate selection is measured key-free.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import itertools
 import json
@@ -24,9 +26,8 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 from nl2sql_assets.config import ApiKind, CuratedAnswer, LLMConfig, ModelSettings
@@ -199,68 +200,31 @@ ANSWERS: dict[str, AnswerFn] = {
 # ---------------------------------------------------------------- HTTP
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive
-    disable_nagle_algorithm = True  # else each keep-alive response waits ~40 ms
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        return
-
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
-            self._send(200, {"object": "list", "data": [{"id": "gold-plans", "object": "model"}]})
-        else:
-            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not self.path.rstrip("/").endswith("/chat/completions"):
-            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
-            return
-        status, reply = self.server.gold.respond(raw, self.headers.get(RUN_ID_HEADER))
-        with contextlib.suppress(OSError):  # the client gave up waiting (a deadline): nothing to answer
-            self._send(status, reply)
+_JSON_HEADERS = {"Content-Type": "application/json"}
+#: Threads for a subclass's ``respond`` (which may sleep: a model's latency, a hung provider), so
+#: that many requests can be held at once, as real providers hold them.
+_BLOCKING_WORKERS = 64
 
 
-class _Server(ThreadingHTTPServer):
-    """Keeps the open keep-alive connections, so stopping the server also ends their threads
-    (else each client connection parks a thread until the client hangs up)."""
+def _json_response(status: int, body: dict[str, Any]) -> Any:
+    from aiohttp import web
 
-    daemon_threads = True
-    allow_reuse_address = True
-    gold: GoldLLMServer
+    return web.Response(status=status, body=json.dumps(body).encode("utf-8"), headers=_JSON_HEADERS)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
+def _close(server: Any, listener: asyncio.Server) -> None:
+    """Stop accepting, and cut every keep-alive connection, answered or not (a client held by a
+    stalled subclass gets a dropped connection, as when a provider goes away)."""
+    listener.close()
+    for handler in server.connections:
+        handler.force_close()
+        transport = handler.transport
+        if transport is not None:
+            transport.abort()
 
-    def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
 
-    def close_connections(self) -> None:
-        with self._open_lock:
-            open_now = list(self._open)
-        for sock in open_now:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+def _route(path: str) -> str:
+    return path.split("?", 1)[0].rstrip("/")
 
 
 def _gold_api() -> ApiKind:
@@ -293,7 +257,7 @@ class GoldLLMServer:
     ) -> None:
         self.answers: dict[str, AnswerFn] = {**ANSWERS, **(answers or {})}
         self.curated: dict[str, CuratedAnswer] = {c.question: c for c in curated}
-        self._request = threading.local()
+        self._request = threading.local()  # the request being answered, per thread (a subclass answers on threads)
         self.cases: dict[str, EvalCase] = {c.id: c for c in cases}
         self._by_question: dict[str, EvalCase] = {}
         for c in self.cases.values():
@@ -307,40 +271,160 @@ class GoldLLMServer:
         self.requests = 0
         self.requests_by_schema: Counter[str] = Counter()
         self.log: list[tuple[str | None, str]] = []  # (run id, schema name) of each answered request
-        self._server: _Server | None = None
+        self._sock: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._blocking: concurrent.futures.ThreadPoolExecutor | None = None
+        self._listening: tuple[Any, asyncio.Server] | None = None  # the server's thread's (handlers, listener)
+        self._on_loop = False
         self._unsubscribe: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> GoldLLMServer:
-        if self._server is not None:
+        """Listen on a free port of 127.0.0.1 and serve from one event loop on a thread of its own
+        (aiohttp's server: no thread per connection, C-parsed requests)."""
+        if self._sock is not None:
             return self
         declare_free_model(GOLD_MODEL)  # litellm then prices its calls by a lookup, not a rule search
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
         self._unsubscribe = [
             self.bus.subscribe(RUN_STARTED, self._on_started),
             self.bus.subscribe(RUN_FINISHED, self._on_finished),
         ]
-        server = _Server(("127.0.0.1", 0), _Handler)
-        server.gold = self
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._sock = sock
+        ready = concurrent.futures.Future[None]()
+        self._thread = threading.Thread(target=self._serve, args=(sock, ready), name="gold-llm-server", daemon=True)
         self._thread.start()
+        try:
+            ready.result(timeout=10)
+        except BaseException:
+            self.stop()
+            raise
         return self
+
+    def _serve(self, sock: socket.socket, ready: concurrent.futures.Future[None]) -> None:
+        """The server thread: one event loop, run until ``stop``."""
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            self._listening = loop.run_until_complete(self._listen(sock.dup()))
+        except BaseException as exc:
+            ready.set_exception(exc)
+            loop.close()
+            return
+        ready.set_result(None)
+        try:
+            loop.run_forever()
+        finally:
+            if self._listening is not None:
+                _close(*self._listening)
+                self._listening = None
+            loop.run_until_complete(asyncio.sleep(0))  # let the transports' close callbacks run
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(asyncio.gather(*asyncio.all_tasks(loop), return_exceptions=True))
+            loop.close()
+
+    async def _listen(self, sock: socket.socket) -> tuple[Any, asyncio.Server]:
+        """Serve ``sock`` (a duplicate of the listening socket, closed with the listener) here."""
+        from aiohttp.web_server import Server
+
+        server = Server(self._handle, access_log=None)
+        listener = await asyncio.get_running_loop().create_server(server, sock=sock)
+        return server, listener
+
+    async def _pause(self) -> None:
+        """On the server's thread: accept no new connection there (those open stay served)."""
+        if self._listening is not None:
+            self._listening[1].close()
+
+    async def _resume(self) -> None:
+        """On the server's thread: accept connections there again."""
+        if self._listening is not None and self._sock is not None:
+            server = self._listening[0]
+            self._listening = (server, await asyncio.get_running_loop().create_server(server, sock=self._sock.dup()))
+
+    @contextlib.asynccontextmanager
+    async def on_running_loop(self) -> AsyncIterator[None]:
+        """Accept and answer connections on the calling event loop for the duration of the block
+        (a run's own loop: its requests and answers then stay on one thread), and on the
+        server's thread again after it; the block's connections are closed when it ends. Only
+        for a loop that never blocks on this server (an async client): a blocking call from the
+        loop itself would wait on its own answer."""
+        thread_loop = self._loop
+        if self._sock is None or thread_loop is None or self._on_loop:
+            yield
+            return
+        self._on_loop = True
+        try:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._pause(), thread_loop))
+            here = await self._listen(self._sock.dup())
+            try:
+                yield
+            finally:
+                _close(*here)
+                await asyncio.sleep(0)
+                if self._loop is thread_loop and not thread_loop.is_closed():
+                    with contextlib.suppress(RuntimeError):  # the server stopped meanwhile
+                        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._resume(), thread_loop))
+        finally:
+            self._on_loop = False
+
+    async def _handle(self, request: Any) -> Any:
+        """One HTTP request: ``GET .../models``, ``POST .../chat/completions``, else a 404."""
+        route = _route(request.path)
+        if request.method == "GET" and route.endswith("/models"):
+            return _json_response(200, {"object": "list", "data": [{"id": "gold-plans", "object": "model"}]})
+        if request.method != "POST" or not route.endswith("/chat/completions"):
+            return _json_response(404, {"error": {"message": f"no route {request.path_qs}", "type": "not_found"}})
+        raw = await request.read()
+        run_id = request.headers.get(RUN_ID_HEADER)
+        if self._inline:
+            status, reply = self.respond(raw, run_id)
+        else:  # a subclass's respond may block: on a thread, so requests overlap as before
+            with self._lock:
+                if self._blocking is None:
+                    self._blocking = concurrent.futures.ThreadPoolExecutor(_BLOCKING_WORKERS, "gold-llm-respond")
+                blocking = self._blocking
+            status, reply = await asyncio.get_running_loop().run_in_executor(blocking, self.respond, raw, run_id)
+        return _json_response(status, reply)
+
+    @property
+    def _inline(self) -> bool:
+        """The gold answers take well under a millisecond: answered on the server's loop. A
+        subclass that replaces ``respond`` or ``answer`` (to sleep, hang or misbehave) is answered
+        on a thread."""
+        cls = type(self)
+        return cls.respond is GoldLLMServer.respond and cls.answer is GoldLLMServer.answer
 
     def stop(self) -> None:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.close_connections()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = None
+        loop, thread = self._loop, self._thread
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # already closing
+                loop.call_soon_threadsafe(loop.stop)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        with self._lock:
+            blocking, self._blocking = self._blocking, None
+        if blocking is not None:
+            blocking.shutdown(wait=False, cancel_futures=True)
+        if self._sock is not None:
+            self._sock.close()
+        self._sock = None
+        self._loop = None
         self._thread = None
 
     def __enter__(self) -> GoldLLMServer:
@@ -351,9 +435,9 @@ class GoldLLMServer:
 
     @property
     def port(self) -> int:
-        if self._server is None:
+        if self._sock is None:
             raise RuntimeError("the gold LLM server is not started")
-        return int(self._server.server_address[1])
+        return int(self._sock.getsockname()[1])
 
     @property
     def base_url(self) -> str:

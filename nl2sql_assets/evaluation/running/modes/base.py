@@ -10,7 +10,7 @@ jobs in another process) without touching scoring or reporting.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
@@ -63,6 +63,9 @@ class Lineup:
     settings: dict[str, Any] = field(default_factory=dict)  # recorded in the run's metadata
     curated: bool = False
     max_cost_usd: float | None = None
+    #: what the mode serves on the run's own event loop while its case runs go out (mode plans:
+    #: the gold LLM server), entered by the mode's ``execute``; None: nothing
+    on_loop: Callable[[], contextlib.AbstractAsyncContextManager[None]] | None = None
 
 
 @dataclass(frozen=True)

@@ -62,12 +62,17 @@ class PlansMode(Mode):
                 {"plan_cache": settings.plan_cache, "max_concurrency": settings.max_concurrency,
                  "retry_budget": settings.retry_budget},
                 curated=curated,
+                on_loop=server.on_running_loop,
             )
         finally:
             server.stop()
 
     async def execute(self, loop: CaseLoop, jobs: Sequence[CaseJob]) -> Stopped | None:
-        await loops.concurrently(loop, jobs, loop.config.settings.max_concurrency)
+        # The gold server answers on this loop while the case runs go out: a request and its
+        # answer then never pass between threads (and the GIL with them).
+        serving = loop.lineup.on_loop() if loop.lineup.on_loop is not None else contextlib.nullcontext()
+        async with serving:
+            await loops.concurrently(loop, jobs, loop.config.settings.max_concurrency)
         return None
 
 

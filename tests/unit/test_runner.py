@@ -667,7 +667,7 @@ def test_a_run_keeps_the_heap_out_of_full_collections_and_gives_it_back_after(pr
     it); when the last run ends, it is unfrozen, so garbage made meanwhile is still collected."""
     import gc
 
-    from nl2sql_assets.evaluation.running.runner import frozen_heap
+    from nl2sql_assets.evaluation.running.heap import frozen_heap
 
     assert gc.get_freeze_count() == 0
     frozen_during: list[int] = []

@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
-import gc
 import hashlib
 import json
 import statistics
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +40,7 @@ from nl2sql_assets.evaluation.judging.scorers import (
     case_status,
     score_run,
 )
+from nl2sql_assets.evaluation.running.heap import frozen_heap
 from nl2sql_assets.evaluation.running.isolation import isolated_engine
 from nl2sql_assets.evaluation.running.modes import (
     Budget,
@@ -56,6 +53,7 @@ from nl2sql_assets.evaluation.running.modes import (
     get_mode,
     llm_mode,
 )
+from nl2sql_assets.evaluation.running.oracle_times import ORACLE_TIMES
 from nl2sql_assets.evaluation.running.request import RunRequest
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,
@@ -80,79 +78,6 @@ log = get_logger(__name__)  # redacting: see nl2sql_assets.redact
 
 ENGINE_ERROR = "ENGINE_ERROR"  # the engine raised instead of returning a result
 
-
-class OracleTimes:
-    """The gold SQL's median time (3 runs) per database file and statement, kept for the life of
-    the process: a long-lived process (a Dagster code server, a benchmark) that runs the same
-    suite again on the same unchanged file measures each gold statement once, not three
-    executions per case per run. The file is named by its resolved path, inode, size and
-    modification time, so a changed or replaced database is measured anew. Bounded (LRU)."""
-
-    def __init__(self, limit: int = 20_000) -> None:
-        self.limit = limit
-        self._times: OrderedDict[tuple[Any, ...], float] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def key(adapter: Any, sql: str) -> tuple[Any, ...] | None:
-        """The cache key, or None when the adapter names no database file (measured every time)."""
-        path = getattr(adapter, "path", None)
-        if path is None:
-            return None
-        try:
-            resolved = Path(path).resolve()
-            st = resolved.stat()
-        except OSError:
-            return None
-        return (getattr(adapter, "engine", type(adapter).__name__), str(resolved), st.st_ino, st.st_size,
-                st.st_mtime_ns, sql)
-
-    def get(self, key: tuple[Any, ...]) -> float | None:
-        with self._lock:
-            seconds = self._times.get(key)
-            if seconds is not None:
-                self._times.move_to_end(key)
-            return seconds
-
-    def put(self, key: tuple[Any, ...], seconds: float) -> None:
-        with self._lock:
-            self._times[key] = seconds
-            self._times.move_to_end(key)
-            while len(self._times) > self.limit:
-                self._times.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._times.clear()
-
-
-#: This process's gold SQL timings (see ``OracleTimes``).
-ORACLE_TIMES = OracleTimes()
-
-_frozen_runs = 0  # runs in this process inside ``frozen_heap``
-_frozen_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def frozen_heap() -> Iterator[None]:
-    """For the duration of a run, leave the objects alive when it starts (imports, the project,
-    the suites) out of the garbage collector's full collections (``gc.freeze``), and give them
-    back when the last run of the process ends (``gc.unfreeze``), so nothing that became garbage
-    meanwhile is kept for good. Why: with litellm or Dagster imported, one full collection during
-    a Chinook run in mode plans cost about 0.26 s of CPU (1.5 ms per case run), and one came every
-    other run. Only when a collection happens changes, never what a run computes."""
-    global _frozen_runs
-    with _frozen_lock:
-        _frozen_runs += 1
-        if _frozen_runs == 1:
-            gc.freeze()
-    try:
-        yield
-    finally:
-        with _frozen_lock:
-            _frozen_runs -= 1
-            if _frozen_runs == 0:
-                gc.unfreeze()
 OnCase = Callable[[str, CaseRecord, float], None]
 
 __all__ = [

@@ -20,6 +20,7 @@ import re
 import secrets
 import socket
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -44,15 +45,19 @@ def _failed(path: Path, exc: OSError, what: str = "cannot write") -> WriteFailed
     return WriteFailed(f"{path}: {what}: {_cause(exc)}; nothing was written")
 
 
-def _write_all(fh: BinaryIO, data: bytes) -> None:
-    fh.write(data)
+def _write_all(fh: BinaryIO, data: bytes | Iterable[bytes]) -> None:
+    if isinstance(data, bytes):
+        fh.write(data)
+        return
+    for chunk in data:
+        fh.write(chunk)
 
 
 def _temp_name(path: Path) -> Path:
     return path.parent / f"{TEMP_PREFIX}{os.getpid()}-{_HOST}-{secrets.token_hex(4)}-{path.name[:80]}.tmp"
 
 
-def _write_temp(path: Path, data: bytes, mode: int) -> Path:
+def _write_temp(path: Path, data: bytes | Iterable[bytes], mode: int) -> Path:
     """``data`` in a new temporary file beside ``path``, on disk (fsynced). Removed on any error."""
     tmp = _temp_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
@@ -105,6 +110,29 @@ def atomic_write(path: str | Path, data: bytes | str) -> Path:
         mode = 0o644
     try:
         tmp = _write_temp(path, data, mode)
+    except OSError as exc:
+        raise _failed(path, exc) from exc
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise _failed(path, exc) from exc
+    _sync_dir(path.parent)
+    return path
+
+
+def atomic_write_chunks(path: str | Path, chunks: Iterable[bytes]) -> Path:
+    """``atomic_write`` of data given in pieces, written as they come: a file far bigger than
+    what the writer holds at once (a run's records, copied line by line) replaces ``path``
+    exactly as ``atomic_write`` does."""
+    path, _ = _prepare(path, b"")
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = 0o644
+    try:
+        tmp = _write_temp(path, chunks, mode)
     except OSError as exc:
         raise _failed(path, exc) from exc
     try:

@@ -55,8 +55,9 @@ def _sqlite_engine(conn_string: str) -> Engine:
     shard's tables are created under the WAL too (not under a rollback journal synced per
     statement); on a file already in WAL mode it changes nothing.
     """
-    engine = db.create_engine(conn_string, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
-                              pool_size=2, max_overflow=8)
+    engine = db.create_engine(
+        conn_string, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}, pool_size=2, max_overflow=8
+    )
 
     @db.event.listens_for(engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -148,7 +149,8 @@ class KeptEngineSqliteStorage(DagsterSqliteStorage):
         return DagsterSqliteStorage.config_type()
 
     @classmethod
-    def from_config_value(cls, inst_data: ConfigurableClassData, config_value: Any) -> "KeptEngineSqliteStorage":
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData, config_value: Any
+    ) -> "KeptEngineSqliteStorage":
         mkdir_p(config_value["base_dir"])
         return cls(config_value["base_dir"], inst_data=inst_data)
-

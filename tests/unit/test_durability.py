@@ -19,6 +19,7 @@ from nl2sql_assets.atomic import (
     TEMP_PREFIX,
     WriteFailed,
     atomic_write,
+    atomic_write_chunks,
     check_writable,
     remove_stale_temps,
     write_new,
@@ -52,6 +53,20 @@ def test_atomic_write_replaces_and_keeps_the_files_mode(tmp_path: Path) -> None:
     os.chmod(path, 0o640)
     atomic_write(path, b"two")
     assert path.read_bytes() == b"two" and path.stat().st_mode & 0o777 == 0o640 and _temps(tmp_path) == []
+
+
+def test_atomic_write_chunks_replaces_whole_or_leaves_the_old_file(tmp_path: Path) -> None:
+    path = tmp_path / "pass=1.jsonl"
+    atomic_write_chunks(path, (f"line {n}\n".encode() for n in range(3)))
+    assert path.read_text() == "line 0\nline 1\nline 2\n"
+
+    def broken():
+        yield b"new line\n"
+        raise OSError(5, "Input/output error")
+
+    with pytest.raises(WriteFailed, match=r"pass=1\.jsonl.*Input/output error"):
+        atomic_write_chunks(path, broken())
+    assert path.read_text() == "line 0\nline 1\nline 2\n" and _temps(tmp_path) == []
 
 
 @pytest.mark.parametrize("writer", [atomic_write, write_new], ids=["replace", "create"])

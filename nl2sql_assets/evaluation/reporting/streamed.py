@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from nl2sql_assets.atomic import atomic_write
+from nl2sql_assets.atomic import atomic_write_chunks
 from nl2sql_assets.redact import redact
 
 if TYPE_CHECKING:
@@ -37,36 +37,58 @@ def records_path_for(report_path: str | Path) -> Path:
 
 
 class RecordStream:
-    """Records appended to ``<path>.partial`` as they finish (an ``on_case`` callback)."""
+    """Records appended to ``<path>.partial`` as they finish (an ``on_case`` callback).
+
+    The stream keeps each line's place in the partial file (its key, offset and length), never
+    the line: ``finish`` copies the lines into the run's order one at a time, so neither the run
+    nor the copy holds its records."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
         self.partial.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[str] | None = self.partial.open("w", encoding="utf-8")
-        self.keys: list[RecordKey] = []  # each streamed line's record, in the order written
+        self._fh: IO[bytes] | None = self.partial.open("wb")
+        self._spans: dict[RecordKey, tuple[int, int]] = {}  # key -> (offset, length) in the partial file
+        self._end = 0
         self.count = 0
+
+    @property
+    def keys(self) -> list[RecordKey]:
+        """Each streamed line's record key, in the order written."""
+        return list(self._spans)
 
     def on_case(self, config: str, record: CaseRecord, spent: float) -> None:
         from nl2sql_assets.evaluation.running.results import record_key
 
         assert self._fh is not None, "the stream is closed"
-        self._fh.write(redact(record.model_dump_json()) + "\n")
+        line = (redact(record.model_dump_json()) + "\n").encode("utf-8")
+        self._fh.write(line)
         self._fh.flush()  # a reader (or a crash) sees every finished record
-        self.keys.append(record_key(record))
+        self._spans[record_key(record)] = (self._end, len(line))
+        self._end += len(line)
         self.count += 1
 
     def finish(self, order: Iterable[RecordKey]) -> Path:
         """Write the records file in ``order`` (the run's record keys) from the streamed lines;
-        returns it. Lines are moved, never parsed again."""
+        returns it. Lines are copied one at a time, never parsed again nor held together."""
         self.close()
-        with self.partial.open(encoding="utf-8") as fh:
-            lines = dict(zip(self.keys, (line for line in fh if line.strip()), strict=True))
-        ordered = [lines.pop(key) for key in order]
-        ordered.extend(lines.values())  # none expected: every streamed record is in the run
-        atomic_write(self.path, "".join(ordered))
+        spans = dict(self._spans)
+
+        def lines() -> Iterator[bytes]:
+            with self.partial.open("rb") as fh:
+                for offset, length in [*(spans.pop(key) for key in order),
+                                       *sorted(spans.values())]:  # none expected: every record is in the run
+                    fh.seek(offset)
+                    yield fh.read(length)
+
+        atomic_write_chunks(self.path, lines())
         os.unlink(self.partial)
         return self.path
+
+    def discard(self) -> None:
+        """Close the stream and remove what it wrote (a run whose records are not to be kept)."""
+        self.close()
+        self.partial.unlink(missing_ok=True)
 
     def close(self) -> None:
         if self._fh is not None:

@@ -56,7 +56,9 @@ def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tup
         if not result.success:
             out.stopped_after = name
         for evaluation in result.get_asset_check_evaluations():
-            where = f"[{partition}]" if partition else ""
+            # The check's own partition: an unpartitioned check (the suite's drift check) in a
+            # partitioned run (datasets_case_runs_job) has none.
+            where = f"[{evaluation.partition}]" if evaluation.partition else ""
             out.checks[f"{evaluation.asset_key.to_user_string()}{where}:{evaluation.check_name}"] = evaluation.passed
         return result
 

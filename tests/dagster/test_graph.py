@@ -303,6 +303,9 @@ def test_the_key_free_pipeline_streams_the_case_records_in_two_runs(demo_project
     run = run_keyfree(demo_project / "nl2sql.yaml", instance, configs=("plans",))
     assert run.ok, run.runs
     assert run.runs == {"datasets_case_runs_job[plans|1]": True, "scoreboards_job[plans]": True}
+    assert run.checks == {"chinook_regenerated_rows:suite_file_is_regenerated": True,  # unpartitioned
+                          "chinook_scoreboards[plans]:regression_gate": True,
+                          "chinook_scoreboards[plans]:thresholds": True}
     # The case_runs asset kept no record: each went to the warehouse as it finished.
     assert held == [(0, 178)]
     folder = demo_project / "warehouse" / "case_records" / "suite=chinook" / "config=plans"

@@ -29,7 +29,12 @@ from typing import Any
 import sqlalchemy as db
 from dagster import _check as check
 from dagster._config.config_schema import UserConfigSchema
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
+from dagster._core.storage.event_log.base import EventHandlerFn
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+    INDEX_SHARD_NAME,
+    SqliteEventLogStorage,
+    SqliteEventLogStorageWatchdog,
+)
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
@@ -42,6 +47,8 @@ from dagster._core.storage.sqlite_storage import (
 from dagster._serdes import ConfigurableClassData
 from dagster._utils import mkdir_p
 from sqlalchemy.engine import Connection, Engine
+from watchdog.events import FileSystemEvent
+from watchdog.observers import Observer
 
 # Run shards (one file per run) whose engines stay open in one process. A process writes one run
 # at a time; the webserver reads a few; more than this and the least recently used is closed.
@@ -67,6 +74,26 @@ def _sqlite_engine(conn_string: str) -> Engine:
         cursor.close()
 
     return engine
+
+
+class _WalWatchdog(SqliteEventLogStorageWatchdog):
+    """Dagster's watcher of one run's event log (the UI's live view of a run written by another
+    process), woken by writes to the run's WAL file as well as to its database file.
+
+    Dagster's own watches ``<run_id>.db`` only: it sees an event when the writer's closing
+    connection checkpoints the WAL into that file, which the stock storage does after every event.
+    A writer that keeps its engine open appends to ``<run_id>.db-wal`` and checkpoints rarely."""
+
+    def __init__(
+        self, storage: SqliteEventLogStorage, run_id: str, callback: EventHandlerFn, cursor: str | None
+    ):
+        super().__init__(storage, run_id, callback, cursor)
+        self._paths = (self._log_path, self._log_path + "-wal")
+        self._patterns = list(self._paths)  # watchdog's PatternMatchingEventHandler reads these
+
+    def on_modified(self, event: FileSystemEvent) -> None:
+        if event.src_path in self._paths:
+            self._process_log()
 
 
 class KeptEngineSqliteEventLogStorage(SqliteEventLogStorage):
@@ -96,6 +123,17 @@ class KeptEngineSqliteEventLogStorage(SqliteEventLogStorage):
                 self._initialized_dbs.add(shard)
             with engine.connect() as conn, conn.begin():
                 yield conn
+
+    def watch(self, run_id: str, cursor: str | None, callback: EventHandlerFn) -> None:
+        """Dagster's ``watch``, with the watcher that also wakes on the run's WAL file."""
+        if not self._obs:
+            self._obs = Observer()
+            self._obs.start()
+        watchdog = _WalWatchdog(self, run_id, callback, cursor)
+        self._watchers[run_id][callback] = (
+            watchdog,
+            self._obs.schedule(watchdog, self._base_dir, recursive=True),
+        )
 
     def dispose(self) -> None:
         with self._db_lock:

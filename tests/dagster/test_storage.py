@@ -82,3 +82,23 @@ def test_a_long_lived_process_keeps_only_a_few_run_shards_open(home: Path) -> No
         # A closed shard opens again when read.
         assert any(e.dagster_event_type == dg.DagsterEventType.RUN_SUCCESS for e in instance.all_logs(run_ids[0]))
     assert events._engines == {}  # disposed with the instance
+
+
+def test_the_ui_sees_a_runs_events_as_another_process_writes_them(home: Path) -> None:
+    """The webserver watches a run that a run worker writes: it must see each event while the
+    worker's engine stays open (its writes sit in the run's WAL file, not yet checkpointed)."""
+    import time
+    import uuid
+
+    run_id = str(uuid.uuid4())
+    seen: list = []
+    job = dg.Definitions(assets=[numbers, total]).get_implicit_global_asset_job_def()
+    with dg.DagsterInstance.get() as webserver, dg.DagsterInstance.get() as worker:
+        webserver.event_log_storage.watch(run_id, None, lambda entry, cursor: seen.append(entry.dagster_event_type))
+        assert job.execute_in_process(instance=worker, run_id=run_id).success
+        deadline = time.monotonic() + 30  # the watcher's thread reads them; a bound, not a timing
+        while dg.DagsterEventType.RUN_SUCCESS not in seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.event_log_storage._engines.get(run_id) is not None  # still open: nothing checkpointed
+        assert seen.count(dg.DagsterEventType.ASSET_MATERIALIZATION) == 2
+        assert seen[-1] == dg.DagsterEventType.RUN_SUCCESS

@@ -92,7 +92,7 @@ def test_the_ui_sees_a_runs_events_as_another_process_writes_them(home: Path) ->
 
     run_id = str(uuid.uuid4())
     seen: list = []
-    job = dg.Definitions(assets=[numbers, total]).get_implicit_global_asset_job_def()
+    job = dg.Definitions(assets=[numbers, total]).resolve_implicit_global_asset_job_def()
     with dg.DagsterInstance.get() as webserver, dg.DagsterInstance.get() as worker:
         webserver.event_log_storage.watch(run_id, None, lambda entry, cursor: seen.append(entry.dagster_event_type))
         assert job.execute_in_process(instance=worker, run_id=run_id).success

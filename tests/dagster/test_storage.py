@@ -65,8 +65,11 @@ def test_every_connection_is_wal_with_synchronous_normal(home: Path) -> None:
     with dg.DagsterInstance.get() as instance:
         run_id = dg.materialize([numbers], instance=instance).run_id
         events = instance.event_log_storage
-        for connect in (events.index_connection, lambda: events.run_connection(run_id),
-                        instance.run_storage.connect):
+        for connect in (
+            events.index_connection,
+            lambda: events.run_connection(run_id),
+            instance.run_storage.connect,
+        ):
             with connect() as conn:
                 assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
                 assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL (FULL is 2)
@@ -80,7 +83,9 @@ def test_a_long_lived_process_keeps_only_a_few_run_shards_open(home: Path) -> No
         kept = [shard for shard in events._engines if shard != "index"]
         assert kept == run_ids[-RUN_SHARDS_KEPT:]
         # A closed shard opens again when read.
-        assert any(e.dagster_event_type == dg.DagsterEventType.RUN_SUCCESS for e in instance.all_logs(run_ids[0]))
+        assert any(
+            e.dagster_event_type == dg.DagsterEventType.RUN_SUCCESS for e in instance.all_logs(run_ids[0])
+        )
     assert events._engines == {}  # disposed with the instance
 
 
@@ -94,7 +99,9 @@ def test_the_ui_sees_a_runs_events_as_another_process_writes_them(home: Path) ->
     seen: list = []
     job = dg.Definitions(assets=[numbers, total]).resolve_implicit_global_asset_job_def()
     with dg.DagsterInstance.get() as webserver, dg.DagsterInstance.get() as worker:
-        webserver.event_log_storage.watch(run_id, None, lambda entry, cursor: seen.append(entry.dagster_event_type))
+        webserver.event_log_storage.watch(
+            run_id, None, lambda entry, cursor: seen.append(entry.dagster_event_type)
+        )
         assert job.execute_in_process(instance=worker, run_id=run_id).success
         deadline = time.monotonic() + 30  # the watcher's thread reads them; a bound, not a timing
         while dg.DagsterEventType.RUN_SUCCESS not in seen and time.monotonic() < deadline:

@@ -49,7 +49,7 @@ def _write_all(fh: BinaryIO, data: bytes | Iterable[bytes]) -> None:
     if isinstance(data, bytes):
         fh.write(data)
         return
-    for chunk in data:  # streamed: never all in memory at once
+    for chunk in data:
         fh.write(chunk)
 
 
@@ -123,8 +123,9 @@ def atomic_write(path: str | Path, data: bytes | str) -> Path:
 
 
 def atomic_write_chunks(path: str | Path, chunks: Iterable[bytes]) -> Path:
-    """``atomic_write`` for data too large to hold at once: the file's bytes as ``chunks`` yields
-    them, written as they come, put in place when the last one is written (or not at all)."""
+    """``atomic_write`` of data given in pieces, written as they come: a file far bigger than
+    what the writer holds at once (a run's records, copied line by line) replaces ``path``
+    exactly as ``atomic_write`` does."""
     path, _ = _prepare(path, b"")
     try:
         mode = os.stat(path).st_mode & 0o7777

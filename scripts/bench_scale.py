@@ -5,12 +5,16 @@ and under 1 GB, memory growing linearly).
     python scripts/bench_scale.py                          # 10,000 case runs, in-process and CLI, once each
     python scripts/bench_scale.py --case-runs 2000 --repeat 3 --tree /tmp/before
     python scripts/bench_scale.py --workers 1,2            # where the tree has worker processes
+    python scripts/bench_scale.py --case-runs 3000 --skip inprocess --skip cli --dagster   # the case_runs asset
 
 The suite is synthetic: copies of the Chinook suite's cases (``benchlib.synthetic_suite``) on the
 demo project. Each measurement is a fresh process: in-process means ``Project.load(...).evals.run``
 timed after imports (``evals.run_streamed`` where the tree has it: records to a temporary file,
 boards built from it; RSS sampled every 1,000 case runs, to see the growth), CLI means
-``nl2sql-assets eval run --mode plans --out ...`` timed from outside, imports included.
+``nl2sql-assets eval run --mode plans --out ...`` timed from outside, imports included. With
+``--dagster``, the Dagster path too: the project's suites set to the synthetic one, ``datasets_job``
+once (not measured), then ``case_runs_job`` for partition ``plans|1`` (in-process executor, a test
+instance in a temporary folder) in a fresh process timed from outside: its peak RSS is the asset's.
 """
 
 from __future__ import annotations
@@ -66,6 +70,54 @@ def child(config: Path, suite: Path, workers: int | None) -> None:
     }))
 
 
+def dagster_child(project: Path, job: str, home: Path) -> None:
+    """One Dagster job of the project in this process (``--dagster``); prints a JSON line."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import dagster as dg
+
+    from nl2sql_assets.defs.factory import build_defs
+    from nl2sql_assets.defs.partitions import config_pass_key, register_configs
+
+    defs = build_defs(project / "nl2sql.yaml")
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
+        register_configs(instance, ["plans"])
+        started, cpu = time.perf_counter(), time.process_time()
+        result = defs.resolve_job_def(job).execute_in_process(
+            instance=instance, partition_key=config_pass_key("plans", 1) if job == "case_runs_job" else None,
+            raise_on_error=False, run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+        wall, cpu_s = time.perf_counter() - started, time.process_time() - cpu
+    counts = {}
+    for event in result.get_asset_materialization_events():
+        meta = event.step_materialization_data.materialization.metadata
+        if "passed" in meta:
+            counts = {k: meta[k].value for k in ("passed", "failed", "errors")}
+    print(json.dumps({"ok": result.success, "wall_s": wall, "cpu_s": cpu_s, **counts}))
+
+
+def dagster_rows(demo_root: Path, suite: Path, tree: Path | None, repeat: int, tmp: Path) -> list[list[str]]:
+    """``case_runs_job`` on the synthetic suite, ``repeat`` fresh processes (``--dagster``)."""
+    evals = demo_root / "evals.yaml"
+    text = evals.read_text(encoding="utf-8")
+    evals.write_text(text.replace("- suites/chinook.yaml", f"- suites/{suite.name}"), encoding="utf-8")
+    home = tmp / "dagster_home"
+    home.mkdir(exist_ok=True)
+    script = str(Path(__file__).resolve())
+    setup = run_child(python(script, "--dagster-child", str(demo_root), "datasets_job", str(home)), tree)
+    if not setup.json_line()["ok"]:
+        raise RuntimeError(f"datasets_job failed:\n{setup.stderr[-4000:]}")
+    runs = [run_child(python(script, "--dagster-child", str(demo_root), "case_runs_job", str(home)), tree)
+            for _ in range(repeat)]
+    lines = [r.json_line() for r in runs]
+    n = lines[0].get("passed", 0) + lines[0].get("failed", 0) + lines[0].get("errors", 0)
+    return [["Dagster case_runs_job, one partition (process, imports included)", str(n),
+             spread([r.wall_s for r in runs], "{:.1f}"), spread([r.cpu_s for r in runs], "{:.1f}"),
+             spread([r.cpu_s / max(n, 1) * 1000 for r in runs], "{:.1f}"),
+             spread([r.rss_mib for r in runs], "{:.0f}") + f" (all processes {runs[-1].rss_all_mib:.0f})",
+             f"{lines[0].get('passed')}/{n}" + ("" if all(x["ok"] for x in lines) else " (a run FAILED)")]]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--case-runs", type=int, default=10_000, help="at least this many case runs (default 10,000)")
@@ -77,9 +129,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chinook", type=Path, default=None)
     parser.add_argument("--child", nargs=2, type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-workers", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--dagster", action="store_true",
+                        help="also measure the Dagster case_runs asset on the synthetic suite (peak RSS)")
+    parser.add_argument("--dagster-child", nargs=3, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
         child(args.child[0], args.child[1], args.child_workers)
+        return 0
+    if args.dagster_child is not None:
+        project, job, home = args.dagster_child
+        dagster_child(Path(project), job, Path(home))
         return 0
 
     from nl2sql_assets.datasources.chinook import resolve_chinook
@@ -136,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
                              spread([r.rss_mib for r, _ in runs_cli], "{:.0f}")
                              + f" (all processes {runs_cli[-1][0].rss_all_mib:.0f})",
                              f"output {runs_cli[-1][1]:.1f} MB"])
+        if args.dagster:
+            rows += dagster_rows(demo.root, suite, args.tree, args.repeat, Path(tmp))
         print_table(f"Mode plans at scale ({args.repeat} fresh process(es) each; min / median / max)",
                     ["how", "case runs", "wall s", "CPU s", "CPU ms/case run", "peak RSS MiB", "passed / output"],
                     rows)

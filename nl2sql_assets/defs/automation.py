@@ -48,6 +48,13 @@ def build_jobs(suite_names: list[str]) -> dict[str, Any]:
         "case_runs_job": dg.define_asset_job(
             "case_runs_job", selection=case_runs, tags={LLM_TAG: "true"},
             description="One (config, pass) partition of case runs for every suite."),
+        # The key-free pipeline's first run (defs/keyfree.py): the datasets and one partition of
+        # case runs in one run, not two. The datasets are unpartitioned: their materialisations
+        # carry no partition, exactly as from datasets_job; a failed dataset skips the case runs.
+        "datasets_case_runs_job": dg.define_asset_job(
+            "datasets_case_runs_job", selection=datasets | case_runs, tags={LLM_TAG: "true"},
+            description="datasets_job, then one (config, pass) partition of case runs, in one run "
+                        "(what `nl2sql-assets pipeline run` launches first)."),
         "scoreboards_job": dg.define_asset_job(
             # Only the partitioned gate runs with a scoreboard; the all-configs one is the sensor's.
             "scoreboards_job", selection=(scoreboards | reports) - gate_checks,

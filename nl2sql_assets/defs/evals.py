@@ -57,16 +57,26 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                     "the case records go to the warehouse.",
     )
     def case_runs(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
+        from nl2sql_assets.evaluation.reporting.streamed import report_from_records
+
         config, pass_index = partition_config_pass(context)
         warehouse = project.warehouse
-        with project.open() as proj:
+        # Each record goes to the warehouse as its case run finishes; the run keeps only their
+        # keys, and the metadata's board is built in one pass over the file: memory stays flat
+        # in the number of case runs.
+        with project.open() as proj, warehouse.pass_stream(suite_name, config, pass_index) as stream:
             request = partition_request(context, proj.config, suite_path, config, pass_index)
             started = time.perf_counter()
-            runs = proj.evals.run_cases(request, budget=warehouse.ledger(budget_name(context)))
+            runs = proj.evals.run_cases(request, budget=warehouse.ledger(budget_name(context)),
+                                        on_case=stream.on_case, keep_records=False)
             seconds = time.perf_counter() - started
-        refuse_incomplete(runs)
-        path = warehouse.write_pass(suite_name, config, pass_index, runs.records, runs.meta)
-        return dg.MaterializeResult(metadata=case_runs_metadata(runs, seconds, path))
+            if runs.meta.incomplete:
+                stream.discard()  # nothing of an incomplete run is stored
+            refuse_incomplete(runs)
+            path = stream.finish(runs.order)
+        warehouse.write_pass_meta(suite_name, config, pass_index, runs.meta)
+        report = report_from_records(path, runs.meta)
+        return dg.MaterializeResult(metadata=case_runs_metadata(runs, seconds, path, report))
 
     @dg.asset(
         key=scoreboard_key,
@@ -224,11 +234,14 @@ def refuse_incomplete(runs: Any) -> None:
             + (runs.meta.breaker or "")))
 
 
-def case_runs_metadata(runs: Any, seconds: float, path: Path) -> dict[str, Any]:
-    """What a case_runs materialisation shows: counts, the mode's headline, cost, time, the records."""
+def case_runs_metadata(runs: Any, seconds: float, path: Path, report: Any = None) -> dict[str, Any]:
+    """What a case_runs materialisation shows: counts, the mode's headline, cost, time, the records.
+    ``report``: the run's report when the caller built it already (from the streamed records
+    file, the run holding none); else it is built from ``runs.records``."""
     from nl2sql_assets.evaluation.reporting import build_report, headline_metrics
 
-    report = build_report(runs.records, runs.meta)
+    if report is None:
+        report = build_report(runs.records, runs.meta)
     board = next(iter(report.configs.values()))
     s = board.summary.total
     return safe_metadata({

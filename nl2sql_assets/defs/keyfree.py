@@ -1,8 +1,9 @@
 """The README's main job: the key-free evaluation through Dagster, in-process, on the project's instance.
 
-It runs the same jobs the UI launches, in order: datasets (demo data, snapshots, suites,
-regenerated rows), case runs for each key-free config (pass 1), then its scoreboards with the
-blocking regression gate, their history and the suite reports. The runs land in $DAGSTER_HOME,
+It runs, in order: the datasets (demo data, snapshots, suites, regenerated rows) together with
+the first key-free config's case runs (pass 1) in one run (``datasets_case_runs_job``), then that
+config's scoreboards with the blocking regression gate, their history and the suite reports
+(``scoreboards_job``), then each further config's case runs (``case_runs_job``) and scoreboards. The runs land in $DAGSTER_HOME,
 so ``dagster dev`` shows them afterwards. A failed run stops the sequence: the runs that depend
 on it would only fail too, and stay red in the UI's run list for no reason of their own.
 """
@@ -55,14 +56,17 @@ def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tup
         if not result.success:
             out.stopped_after = name
         for evaluation in result.get_asset_check_evaluations():
-            where = f"[{partition}]" if partition else ""
+            # The check's own partition: an unpartitioned check (the suite's drift check) in a
+            # partitioned run (datasets_case_runs_job) has none.
+            where = f"[{evaluation.partition}]" if evaluation.partition else ""
             out.checks[f"{evaluation.asset_key.to_user_string()}{where}:{evaluation.check_name}"] = evaluation.passed
         return result
 
-    if not execute("datasets_job").success:
-        return out
-    for config in configs:
-        if not execute("case_runs_job", config_pass_key(config, pass_index)).success:
+    for n, config in enumerate(configs):
+        # The datasets go in the first config's run of case runs (one run fewer: each run costs
+        # Dagster a run record, a job snapshot and its events); a failed dataset skips them.
+        job = "datasets_case_runs_job" if n == 0 else "case_runs_job"
+        if not execute(job, config_pass_key(config, pass_index)).success:
             return out
         result = execute("scoreboards_job", config)
         for event in result.get_asset_materialization_events():

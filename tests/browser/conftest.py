@@ -107,7 +107,8 @@ class DagsterUI:
 
 
 @pytest.fixture
-def prepared_project(browser_available: None, tmp_path: Path, demo_project: Path) -> tuple[Path, Path]:
+def prepared_project(browser_available: None, tmp_path: Path, demo_project: Path,
+                     monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     """The demo project plus a Dagster home with configs ``plans`` and ``retrieval`` registered, the
     datasets materialised and a ``retrieval`` scoreboard (pass 1), so the browser part has the
     ``plans`` evaluation left to do and a retrieval board to gate."""
@@ -119,6 +120,7 @@ def prepared_project(browser_available: None, tmp_path: Path, demo_project: Path
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(REPO_ROOT / "scripts" / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the file's storage lives in $DAGSTER_HOME (base_dir)
     config = demo_project / "nl2sql.yaml"
     defs = build_defs(config)
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

@@ -125,13 +125,14 @@ def test_definitions_validate_and_default_statuses(demo_project: Path):
             "chinook_suite", "chinook_regenerated_rows", "demo_datasets", "chinook_schema_snapshot"} <= keys
 
 
-def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path, demo_project: Path):
+def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path, demo_project: Path, monkeypatch):
     """The shipped instance settings: the llm pool holds two steps, the queue four runs (two LLM-tagged),
     and case_runs carries the pool and the tag, so backfills and UI launches are capped too."""
     import shutil
 
     repo = Path(__file__).resolve().parents[2]
     shutil.copyfile(repo / "scripts" / "dagster.yaml", tmp_path / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # where the file lives, and its storage (base_dir)
     with dg.DagsterInstance.from_config(str(tmp_path)) as inst:
         cfg = inst.get_concurrency_config()
     assert cfg.pool_config.default_pool_limit == 2

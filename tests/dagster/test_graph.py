@@ -244,9 +244,13 @@ def test_a_failed_run_stops_the_key_free_pipeline_before_the_runs_that_depend_on
 
     (demo_project / "suites" / "chinook.yaml").write_text("cases: [\n", encoding="utf-8")  # broken YAML
     run = run_keyfree(demo_project / "nl2sql.yaml", instance)
-    assert not run.ok and run.stopped_after == "datasets_job"
-    assert run.runs == {"datasets_job": False}
-    assert len(instance.get_runs()) == 1  # no case runs or scoreboards failing after it
+    assert not run.ok and run.stopped_after == "datasets_case_runs_job[plans|1]"
+    assert run.runs == {"datasets_case_runs_job[plans|1]": False}
+    assert len(instance.get_runs()) == 1  # no scoreboards failing after it
+    # The datasets and the first case runs share that run: the case runs were skipped, not failed.
+    failed = {e.step_key for e in instance.all_logs(instance.get_runs()[0].run_id, of_type=dg.DagsterEventType.STEP_FAILURE)}
+    assert "chinook_case_runs" not in failed and failed
+    assert instance.get_latest_materialization_event(dg.AssetKey("chinook_case_runs")) is None
 
 
 def test_a_provider_outage_fails_the_partition_with_the_breakers_message(demo_project: Path, instance,
@@ -281,3 +285,38 @@ def test_a_provider_outage_fails_the_partition_with_the_breakers_message(demo_pr
     assert "HTTP 402" in message and "openai/fake-provider" in message
     assert "sk-live" not in message
     assert "chinook_case_runs" not in _materialized(result)  # nothing stored as the model's numbers
+
+
+def test_the_key_free_pipeline_streams_the_case_records_in_two_runs(demo_project: Path, instance, monkeypatch):
+    from nl2sql_assets.defs.keyfree import run_keyfree
+    from nl2sql_assets.project import Evals
+
+    held = []
+    run_cases = Evals.run_cases
+
+    def spy(self, request, **kwargs):
+        runs = run_cases(self, request, **kwargs)
+        held.append((len(runs.records), len(runs.order)))
+        return runs
+
+    monkeypatch.setattr(Evals, "run_cases", spy)
+    run = run_keyfree(demo_project / "nl2sql.yaml", instance, configs=("plans",))
+    assert run.ok, run.runs
+    assert run.runs == {"datasets_case_runs_job[plans|1]": True, "scoreboards_job[plans]": True}
+    assert run.checks == {"chinook_regenerated_rows:suite_file_is_regenerated": True,  # unpartitioned
+                          "chinook_scoreboards[plans]:regression_gate": True,
+                          "chinook_scoreboards[plans]:thresholds": True}
+    # The case_runs asset kept no record: each went to the warehouse as it finished.
+    assert held == [(0, 178)]
+    folder = demo_project / "warehouse" / "case_records" / "suite=chinook" / "config=plans"
+    assert sorted(p.name for p in folder.iterdir()) == ["pass=1.jsonl", "pass=1.meta.json"]  # no .partial left
+    stored = [json.loads(line) for line in (folder / "pass=1.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(stored) == 178 and all(r["config"] == "plans" and r["pass_index"] == 1 for r in stored)
+    assert run.boards["chinook/plans"].configs["plans"].accuracy.execution.total == 141
+    # One run holds the datasets (unpartitioned, as from datasets_job) and the partition's case runs.
+    case_runs = instance.get_latest_materialization_event(dg.AssetKey("chinook_case_runs"))
+    datasets = instance.get_latest_materialization_event(dg.AssetKey("demo_datasets"))
+    assert case_runs.run_id == datasets.run_id
+    assert case_runs.dagster_event.partition == "plans|1" and datasets.dagster_event.partition is None
+    meta = case_runs.asset_materialization.metadata
+    assert (meta["passed"].value, meta["failed"].value, meta["errors"].value) == (178, 0, 0)

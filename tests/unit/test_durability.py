@@ -55,18 +55,17 @@ def test_atomic_write_replaces_and_keeps_the_files_mode(tmp_path: Path) -> None:
     assert path.read_bytes() == b"two" and path.stat().st_mode & 0o777 == 0o640 and _temps(tmp_path) == []
 
 
-def test_a_file_written_in_chunks_appears_whole_or_not_at_all(tmp_path: Path) -> None:
-    path = tmp_path / "run.records.jsonl"
-    atomic_write(path, "old\n")
-
-    def broken() -> Any:
-        yield b"first line\n"
-        raise RuntimeError("the run's writer failed half-way")
-
-    with pytest.raises(RuntimeError, match="half-way"):
-        atomic_write_chunks(path, broken())
-    assert path.read_text() == "old\n" and _temps(tmp_path) == []
+def test_atomic_write_chunks_replaces_whole_or_leaves_the_old_file(tmp_path: Path) -> None:
+    path = tmp_path / "pass=1.jsonl"
     atomic_write_chunks(path, (f"line {n}\n".encode() for n in range(3)))
+    assert path.read_text() == "line 0\nline 1\nline 2\n"
+
+    def broken():
+        yield b"new line\n"
+        raise OSError(5, "Input/output error")
+
+    with pytest.raises(WriteFailed, match=r"pass=1\.jsonl.*Input/output error"):
+        atomic_write_chunks(path, broken())
     assert path.read_text() == "line 0\nline 1\nline 2\n" and _temps(tmp_path) == []
 
 

@@ -91,3 +91,15 @@ def test_boards_built_from_the_records_file_are_those_built_from_the_records(tmp
     with_results = {name: board.model_copy(update={"results": report.configs[name].results})
                     for name, board in streamed.configs.items()}
     assert streamed.model_copy(update={"configs": with_results}) == report
+
+
+def test_a_discarded_stream_leaves_nothing_and_an_older_records_file_untouched(tmp_path: Path) -> None:
+    records = all_records(_report())
+    path = tmp_path / "pass=1.jsonl"
+    path.write_text("the earlier run\n", encoding="utf-8")
+    with RecordStream(path) as stream:
+        for record in records:
+            stream.on_case(record.config, record, 0.0)
+        stream.discard()
+    assert path.read_text(encoding="utf-8") == "the earlier run\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pass=1.jsonl"]

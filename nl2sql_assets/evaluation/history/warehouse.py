@@ -24,12 +24,15 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
 from nl2sql_assets.redact import redact
+
+if TYPE_CHECKING:
+    from nl2sql_assets.evaluation.reporting.streamed import RecordStream
 
 
 class Warehouse:
@@ -73,12 +76,24 @@ class Warehouse:
                    meta: RunMeta | dict[str, Any]) -> Path:
         """Replace the records of one (suite, config, pass) and the RunMeta they were run with;
         returns the JSONL path."""
-        folder = self.partition_dir(suite, config)
-        path = folder / f"pass={pass_index}.jsonl"
-        data = meta.model_dump(mode="json") if isinstance(meta, RunMeta) else meta
+        path = self.partition_dir(suite, config) / f"pass={pass_index}.jsonl"
         atomic_write(path, redact("".join(r.model_dump_json() + "\n" for r in records)))
-        atomic_write(folder / f"pass={pass_index}.meta.json", redact(json.dumps(data, indent=1, sort_keys=True)))
+        self.write_pass_meta(suite, config, pass_index, meta)
         return path
+
+    def pass_stream(self, suite: str, config: str, pass_index: int) -> RecordStream:
+        """A stream of one (suite, config, pass)'s records, written as each case run finishes
+        (``<pass>.jsonl.partial``, which no reader globs); its ``finish`` replaces the pass's
+        records file, then ``write_pass_meta`` its RunMeta. Nothing of the pass is held in memory."""
+        from nl2sql_assets.evaluation.reporting.streamed import RecordStream
+
+        return RecordStream(self.partition_dir(suite, config) / f"pass={pass_index}.jsonl")
+
+    def write_pass_meta(self, suite: str, config: str, pass_index: int, meta: RunMeta | dict[str, Any]) -> Path:
+        """The RunMeta a pass was run with, beside its records (``write_pass`` writes both)."""
+        data = meta.model_dump(mode="json") if isinstance(meta, RunMeta) else meta
+        path = self.partition_dir(suite, config) / f"pass={pass_index}.meta.json"
+        return atomic_write(path, redact(json.dumps(data, indent=1, sort_keys=True)))
 
     def passes(self, suite: str, config: str) -> list[int]:
         folder = self.partition_dir(suite, config)

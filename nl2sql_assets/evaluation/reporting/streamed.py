@@ -2,11 +2,10 @@
 points at them: a 10,000-case run writes its records as it goes, never one huge JSON at the end.
 
 ``RecordStream`` appends every record (redacted, one line each) to ``<records>.partial`` the
-moment it is counted, noting where each line lies; ``finish`` writes the records file in the
-run's order by copying each line from there (one line in memory at a time), atomically, and
-drops the partial file. A run that dies leaves the partial file with every record finished so
-far. The report's boards are then built in one pass over the records file
-(``report_from_records``), so the run need not hold its records.
+moment it is counted; ``finish`` writes the records file in the run's order (the lines as they
+were streamed), atomically, and drops the partial file. A run that dies leaves the partial file
+with every record finished so far. The report's boards are then built in one pass over the
+records file (``report_from_records``), so the run need not hold its records.
 
 ``save_summary`` writes the report without its boards' ``results`` and with ``records_file``
 naming that file (beside the report); ``load_report`` reads the records back into the boards,
@@ -38,17 +37,25 @@ def records_path_for(report_path: str | Path) -> Path:
 
 
 class RecordStream:
-    """Records appended to ``<path>.partial`` as they finish (an ``on_case`` callback)."""
+    """Records appended to ``<path>.partial`` as they finish (an ``on_case`` callback).
+
+    The stream keeps each line's place in the partial file (its key, offset and length), never
+    the line: ``finish`` copies the lines into the run's order one at a time, so neither the run
+    nor the copy holds its records."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
         self.partial.parent.mkdir(parents=True, exist_ok=True)
         self._fh: IO[bytes] | None = self.partial.open("wb")
-        self.keys: list[RecordKey] = []  # each streamed line's record, in the order written
-        self._where: dict[RecordKey, tuple[int, int]] = {}  # a record's line: (byte offset, length)
-        self._end = 0  # bytes written so far
+        self._spans: dict[RecordKey, tuple[int, int]] = {}  # key -> (offset, length) in the partial file
+        self._end = 0
         self.count = 0
+
+    @property
+    def keys(self) -> list[RecordKey]:
+        """Each streamed line's record key, in the order written."""
+        return list(self._spans)
 
     def on_case(self, config: str, record: CaseRecord, spent: float) -> None:
         from nl2sql_assets.evaluation.running.results import record_key
@@ -57,29 +64,31 @@ class RecordStream:
         line = (redact(record.model_dump_json()) + "\n").encode("utf-8")
         self._fh.write(line)
         self._fh.flush()  # a reader (or a crash) sees every finished record
-        key = record_key(record)
-        self.keys.append(key)
-        self._where[key] = (self._end, len(line))
+        self._spans[record_key(record)] = (self._end, len(line))
         self._end += len(line)
         self.count += 1
 
     def finish(self, order: Iterable[RecordKey]) -> Path:
         """Write the records file in ``order`` (the run's record keys) from the streamed lines;
-        returns it. Lines are copied by their offsets, one at a time, never parsed again, so
-        the run's memory does not grow with its records here either."""
+        returns it. Lines are copied one at a time, never parsed again nor held together."""
         self.close()
-        where = dict(self._where)
-        with self.partial.open("rb") as fh:
+        spans = dict(self._spans)
 
-            def lines() -> Iterator[bytes]:
-                for key in order:
-                    yield _line_at(fh, *where.pop(key))
-                for offset, length in where.values():  # none expected: every streamed record is in the run
-                    yield _line_at(fh, offset, length)
+        def lines() -> Iterator[bytes]:
+            with self.partial.open("rb") as fh:
+                for offset, length in [*(spans.pop(key) for key in order),
+                                       *sorted(spans.values())]:  # none expected: every record is in the run
+                    fh.seek(offset)
+                    yield fh.read(length)
 
-            atomic_write_chunks(self.path, lines())
+        atomic_write_chunks(self.path, lines())
         os.unlink(self.partial)
         return self.path
+
+    def discard(self) -> None:
+        """Close the stream and remove what it wrote (a run whose records are not to be kept)."""
+        self.close()
+        self.partial.unlink(missing_ok=True)
 
     def close(self) -> None:
         if self._fh is not None:
@@ -91,11 +100,6 @@ class RecordStream:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _line_at(fh: IO[bytes], offset: int, length: int) -> bytes:
-    fh.seek(offset)
-    return fh.read(length)
 
 
 def read_records(path: Path) -> Iterator[CaseRecord]:

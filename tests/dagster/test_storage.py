@@ -1,0 +1,111 @@
+"""The instance storage of scripts/dagster.yaml (defs/storage.py): Dagster's own SQLite files,
+written through kept engines under WAL with synchronous=NORMAL, and read back by Dagster's stock
+storage (what a webserver without our class would read), runs, events and materialisations."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
+
+from nl2sql_assets.defs.storage import (
+    RUN_SHARDS_KEPT,
+    KeptEngineSqliteEventLogStorage,
+    KeptEngineSqliteRunStorage,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dg.asset
+def numbers() -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata={"count": 3})
+
+
+@dg.asset(deps=[numbers])
+def total() -> dg.MaterializeResult:
+    return dg.MaterializeResult(metadata={"sum": 6})
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(REPO / "scripts" / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+def test_the_projects_instance_writes_runs_that_dagsters_stock_storage_reads(home: Path) -> None:
+    with dg.DagsterInstance.get() as instance:
+        assert isinstance(instance.event_log_storage, KeptEngineSqliteEventLogStorage)
+        assert isinstance(instance.run_storage, KeptEngineSqliteRunStorage)
+        result = dg.materialize([numbers, total], instance=instance)
+        assert result.success
+        run_id = result.run_id
+
+    # Dagster's own classes on the same folder: the run, its events and the materialisations.
+    stock = DagsterSqliteStorage.from_local(str(home))
+    try:
+        (run,) = stock.run_storage.get_runs()
+        assert run.run_id == run_id and run.status == dg.DagsterRunStatus.SUCCESS
+        types = [e.dagster_event_type for e in stock.event_log_storage.get_logs_for_run(run_id)]
+        assert types.count(dg.DagsterEventType.ASSET_MATERIALIZATION) == 2
+        assert types[-1] == dg.DagsterEventType.RUN_SUCCESS
+        latest = stock.event_log_storage.get_latest_materialization_events([dg.AssetKey("total")])
+        assert latest[dg.AssetKey("total")].asset_materialization.metadata["sum"].value == 6
+    finally:
+        stock.dispose()
+
+
+def test_every_connection_is_wal_with_synchronous_normal(home: Path) -> None:
+    with dg.DagsterInstance.get() as instance:
+        run_id = dg.materialize([numbers], instance=instance).run_id
+        events = instance.event_log_storage
+        for connect in (
+            events.index_connection,
+            lambda: events.run_connection(run_id),
+            instance.run_storage.connect,
+        ):
+            with connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL (FULL is 2)
+
+
+def test_a_long_lived_process_keeps_only_a_few_run_shards_open(home: Path) -> None:
+    with dg.DagsterInstance.get() as instance:
+        run_ids = [dg.materialize([numbers], instance=instance).run_id for _ in range(RUN_SHARDS_KEPT + 3)]
+        events = instance.event_log_storage
+        assert isinstance(events, KeptEngineSqliteEventLogStorage)
+        kept = [shard for shard in events._engines if shard != "index"]
+        assert kept == run_ids[-RUN_SHARDS_KEPT:]
+        # A closed shard opens again when read.
+        assert any(
+            e.dagster_event_type == dg.DagsterEventType.RUN_SUCCESS for e in instance.all_logs(run_ids[0])
+        )
+    assert events._engines == {}  # disposed with the instance
+
+
+def test_the_ui_sees_a_runs_events_as_another_process_writes_them(home: Path) -> None:
+    """The webserver watches a run that a run worker writes: it must see each event while the
+    worker's engine stays open (its writes sit in the run's WAL file, not yet checkpointed)."""
+    import time
+    import uuid
+
+    run_id = str(uuid.uuid4())
+    seen: list = []
+    job = dg.Definitions(assets=[numbers, total]).resolve_implicit_global_asset_job_def()
+    with dg.DagsterInstance.get() as webserver, dg.DagsterInstance.get() as worker:
+        webserver.event_log_storage.watch(
+            run_id, None, lambda entry, cursor: seen.append(entry.dagster_event_type)
+        )
+        assert job.execute_in_process(instance=worker, run_id=run_id).success
+        deadline = time.monotonic() + 30  # the watcher's thread reads them; a bound, not a timing
+        while dg.DagsterEventType.RUN_SUCCESS not in seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.event_log_storage._engines.get(run_id) is not None  # still open: nothing checkpointed
+        assert seen.count(dg.DagsterEventType.ASSET_MATERIALIZATION) == 2
+        assert seen[-1] == dg.DagsterEventType.RUN_SUCCESS

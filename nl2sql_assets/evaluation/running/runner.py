@@ -65,14 +65,19 @@ from nl2sql_assets.evaluation.running.results import (
     summed_counts,
 )
 from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
-from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError, role_runs, select_cases
+from nl2sql_assets.evaluation.running.selection import (
+    RoleRun,
+    SelectionError,
+    load_run_suites,
+    role_runs,
+    select_cases,
+)
 from nl2sql_assets.llm.calls import EnvErrorKind, combine_sources
 from nl2sql_assets.policy import GENERIC_REFUSAL, PolicyDecision
 from nl2sql_assets.redact import get_logger, redact
 
 if TYPE_CHECKING:
     from nl2sql_assets.engine.pipeline import Engine
-    from nl2sql_assets.evaluation.suites import EvalSuite
 
 log = get_logger(__name__)  # redacting: see nl2sql_assets.redact
 
@@ -550,27 +555,6 @@ class _Cases:
 # ---------------------------------------------------------------- setting a run up
 
 
-def _load_suites(config: ProjectConfig, suites: Sequence[str | Path] | None) -> list[tuple[str, Path, EvalSuite]]:
-    from nl2sql_assets.evaluation.history.warehouse import Warehouse
-    from nl2sql_assets.evaluation.suites import load_suite
-
-    cache_dir = Warehouse.for_project(config.root).suite_cache_dir
-    paths = list(suites) if suites is not None else list(config.evals_config.suites)
-    if not paths:
-        raise SelectionError("no suites to run: pass suites=[...] or list them under suites in evals.yaml")
-    out: list[tuple[str, Path, EvalSuite]] = []
-    for p in paths:
-        path = config.resolve(p)
-        if not Path(p).is_absolute() and not path.exists() and Path(p).exists():
-            path = Path(p).resolve()  # a suite given relative to the working folder
-        suite = load_suite(path, cache_dir=cache_dir)
-        out.append((suite.name or path.stem, path, suite))
-    names = [name for name, _, _ in out]
-    if len(set(names)) != len(names):
-        raise SelectionError(f"two suites share a name (their file stem): {names}")
-    return out
-
-
 def _check_roles(config: ProjectConfig, runs: list[RoleRun]) -> None:
     for rr in runs:
         roles = rr.case.policy.roles if rr.case.policy is not None else config.policies.roles
@@ -674,7 +658,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
     evals = config.evals_config
 
     # What to run.
-    loaded = _load_suites(config, request.suites)
+    loaded = load_run_suites(config, request.suites)
     selected = select_cases([(name, suite) for name, _, suite in loaded], request.cases)
     if not selected:
         raise SelectionError(f"no approved case in suite(s) {[name for name, _, _ in loaded]}")

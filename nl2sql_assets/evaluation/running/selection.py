@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, Outcome
+
+if TYPE_CHECKING:
+    from nl2sql_assets.config import ProjectConfig
 
 
 class SelectionError(UserError, ValueError):
@@ -83,3 +88,26 @@ def role_runs(
                 continue
             runs.append(RoleRun(sc.suite, sc.case, role))
     return runs, skipped
+
+
+def load_run_suites(config: ProjectConfig, suites: Sequence[str | Path] | None) -> list[tuple[str, Path, EvalSuite]]:
+    """A run's suites (``suites``, else evals.yaml's), each read through the warehouse's suite
+    cache (a hit skips YAML parsing): (name, path, suite). Two suites may not share a name."""
+    from nl2sql_assets.evaluation.history.warehouse import Warehouse
+    from nl2sql_assets.evaluation.suites import load_suite
+
+    cache_dir = Warehouse.for_project(config.root).suite_cache_dir
+    paths = list(suites) if suites is not None else list(config.evals_config.suites)
+    if not paths:
+        raise SelectionError("no suites to run: pass suites=[...] or list them under suites in evals.yaml")
+    out: list[tuple[str, Path, EvalSuite]] = []
+    for p in paths:
+        path = config.resolve(p)
+        if not Path(p).is_absolute() and not path.exists() and Path(p).exists():
+            path = Path(p).resolve()  # a suite given relative to the working folder
+        suite = load_suite(path, cache_dir=cache_dir)
+        out.append((suite.name or path.stem, path, suite))
+    names = [name for name, _, _ in out]
+    if len(set(names)) != len(names):
+        raise SelectionError(f"two suites share a name (their file stem): {names}")
+    return out

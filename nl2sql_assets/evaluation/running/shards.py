@@ -29,7 +29,6 @@ import os
 import queue as queue_mod
 import traceback
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nl2sql_assets.config import StrictModel
@@ -103,19 +102,16 @@ def jobs_of(shard: Shard, jobs: Sequence[CaseJob]) -> list[CaseJob]:
 def plan_shards(request: RunRequest, config: ProjectConfig, shard_size: int) -> list[Shard]:
     """The shards of ``request``'s cases, ``shard_size`` runnable cases each (the last may be smaller)."""
     from nl2sql_assets.evaluation.running.modes import get_mode
-    from nl2sql_assets.evaluation.running.selection import SelectionError, role_runs, select_cases
-    from nl2sql_assets.evaluation.suites import load_suite
+    from nl2sql_assets.evaluation.running.selection import (
+        SelectionError,
+        load_run_suites,
+        role_runs,
+        select_cases,
+    )
 
     if shard_size < 1:
         raise SelectionError(f"shard size must be at least 1, got {shard_size}")
-    paths = list(request.suites) if request.suites is not None else list(config.evals_config.suites)
-    suites = []
-    for p in paths:
-        path = config.resolve(p)
-        if not Path(p).is_absolute() and not path.exists() and Path(p).exists():
-            path = Path(p).resolve()
-        suite = load_suite(path)
-        suites.append((suite.name or path.stem, suite))
+    suites = [(name, suite) for name, _, suite in load_run_suites(config, request.suites)]
     selected = select_cases(suites, request.cases)
     mode = get_mode(request.mode)
     # The runner's own steps: role runs, the kinds the mode runs, then the mode's selection (e.g.

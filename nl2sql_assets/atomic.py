@@ -104,22 +104,7 @@ def atomic_write(path: str | Path, data: bytes | str) -> Path:
     """Replace ``path`` with ``data``: readers and crashes see the old file or the new one.
     Raises WriteFailed (the old file untouched, no temporary file left)."""
     path, data = _prepare(path, data)
-    try:
-        mode = os.stat(path).st_mode & 0o7777
-    except OSError:
-        mode = 0o644
-    try:
-        tmp = _write_temp(path, data, mode)
-    except OSError as exc:
-        raise _failed(path, exc) from exc
-    try:
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise _failed(path, exc) from exc
-    _sync_dir(path.parent)
-    return path
+    return _replace(path, data)
 
 
 def atomic_write_chunks(path: str | Path, chunks: Iterable[bytes]) -> Path:
@@ -127,12 +112,17 @@ def atomic_write_chunks(path: str | Path, chunks: Iterable[bytes]) -> Path:
     what the writer holds at once (a run's records, copied line by line) replaces ``path``
     exactly as ``atomic_write`` does."""
     path, _ = _prepare(path, b"")
+    return _replace(path, chunks)
+
+
+def _replace(path: Path, data: bytes | Iterable[bytes]) -> Path:
+    """Write ``data`` beside ``path`` (keeping its permissions), then rename it over ``path``."""
     try:
         mode = os.stat(path).st_mode & 0o7777
     except OSError:
         mode = 0o644
     try:
-        tmp = _write_temp(path, chunks, mode)
+        tmp = _write_temp(path, data, mode)
     except OSError as exc:
         raise _failed(path, exc) from exc
     try:

@@ -4,6 +4,7 @@ and a demo project written by ``init_demo`` into a temporary folder."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -68,3 +69,13 @@ def outside_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     """Mode full refuses to run where ``CI`` is set (it may spend money); tests that run it
     against local fake servers say so with this fixture, and CI runs them as anywhere else."""
     monkeypatch.delenv("CI", raising=False)
+
+
+@pytest.fixture
+def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh Dagster instance folder holding the project's own dagster.yaml, as DAGSTER_HOME."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "scripts" / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home

@@ -201,6 +201,29 @@ def test_a_postgres_restart_seen_by_dagster_and_our_tables_ends_the_run_and_the_
         )
 
 
+def _priced_config(instance: dg.DagsterInstance, project: Path, base_url: str) -> None:
+    """The LLM config ``priced``: a fake provider at ``base_url``, priced $5 / $20 per million
+    tokens, no retries; registered as a partition of the instance."""
+    import yaml
+
+    (project / "configs").mkdir(exist_ok=True)
+    (project / "configs" / "priced.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "default": {
+                    "model": "openai/fake-provider",
+                    "api_base": base_url,
+                    "api_key": "x",
+                    "max_retries": 0,
+                    "timeout_s": 20,
+                },
+                "prices": {"fake-provider": {"input": 5.0, "output": 20.0, "source": "test"}},
+            }
+        )
+    )
+    register_configs(instance, ["priced"])
+
+
 def test_a_priced_run_crosses_its_cap_by_at_most_one_case_per_worker(
     fault_cluster: Cluster, fault_instance: dg.DagsterInstance, outside_ci: None
 ):
@@ -209,7 +232,6 @@ def test_a_priced_run_crosses_its_cap_by_at_most_one_case_per_worker(
     really crosses its cap (one spiked case alone costs more than the cap). It passes it by at most
     one case per worker (each worker runs one case at a time here: max_concurrency 1), the ledger
     holds exactly what the records cost, and no reservation stays open."""
-    import yaml
 
     from nl2sql_assets.defs.evals import BUDGET_TAG
     from nl2sql_assets.engine.events import EventBus
@@ -229,22 +251,7 @@ def test_a_priced_run_crosses_its_cap_by_at_most_one_case_per_worker(
     cases = load_suite(project / "suites" / "chinook.yaml").cases
     backfill, cap, workers = "rising-prices", 0.50, 2
     with RisingPrices(cases, EventBus()) as server:
-        (project / "configs").mkdir(exist_ok=True)
-        (project / "configs" / "priced.yaml").write_text(
-            yaml.safe_dump(
-                {
-                    "default": {
-                        "model": "openai/fake-provider",
-                        "api_base": server.base_url,
-                        "api_key": "x",
-                        "max_retries": 0,
-                        "timeout_s": 20,
-                    },
-                    "prices": {"fake-provider": {"input": 5.0, "output": 20.0, "source": "test"}},
-                }
-            )
-        )
-        register_configs(fault_instance, ["priced"])
+        _priced_config(fault_instance, project, server.base_url)
         result = _launch(
             fault_instance, "priced", 1, tags={"dagster/backfill": backfill, BUDGET_TAG: str(cap)}
         )
@@ -279,7 +286,6 @@ def test_an_outage_in_a_priced_shard_keeps_its_spend_and_the_rerun_bills_again(
     attempts: the spend the failed attempt recorded before the outage is kept, so the ledger holds
     more than the records cost and never more than the provider billed; only calls answered while
     Postgres was away are missing from it."""
-    import yaml
 
     from nl2sql_assets.defs.evals import BUDGET_TAG
     from nl2sql_assets.engine.events import EventBus
@@ -293,22 +299,7 @@ def test_an_outage_in_a_priced_shard_keeps_its_spend_and_the_rerun_bills_again(
     backfill, cap, workers = "priced-outage", 50.0, 2
     outcome: dict[str, Any] = {}
     with FlakyLLMServer(cases, EventBus(), delay_s=0.05) as server:
-        (project / "configs").mkdir(exist_ok=True)
-        (project / "configs" / "priced.yaml").write_text(
-            yaml.safe_dump(
-                {
-                    "default": {
-                        "model": "openai/fake-provider",
-                        "api_base": server.base_url,
-                        "api_key": "x",
-                        "max_retries": 0,
-                        "timeout_s": 20,
-                    },
-                    "prices": {"fake-provider": {"input": 5.0, "output": 20.0, "source": "test"}},
-                }
-            )
-        )
-        register_configs(fault_instance, ["priced"])
+        _priced_config(fault_instance, project, server.base_url)
         tags = {"dagster/backfill": backfill, BUDGET_TAG: str(cap)}
 
         def run() -> None:

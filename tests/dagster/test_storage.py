@@ -4,11 +4,9 @@ storage (what a webserver without our class would read), runs, events and materi
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import dagster as dg
-import pytest
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
 
 from nl2sql_assets.defs.storage import (
@@ -30,16 +28,7 @@ def total() -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata={"sum": 6})
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(REPO / "scripts" / "dagster.yaml", home / "dagster.yaml")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    return home
-
-
-def test_the_projects_instance_writes_runs_that_dagsters_stock_storage_reads(home: Path) -> None:
+def test_the_projects_instance_writes_runs_that_dagsters_stock_storage_reads(dagster_home: Path) -> None:
     with dg.DagsterInstance.get() as instance:
         assert isinstance(instance.event_log_storage, KeptEngineSqliteEventLogStorage)
         assert isinstance(instance.run_storage, KeptEngineSqliteRunStorage)
@@ -48,7 +37,7 @@ def test_the_projects_instance_writes_runs_that_dagsters_stock_storage_reads(hom
         run_id = result.run_id
 
     # Dagster's own classes on the same folder: the run, its events and the materialisations.
-    stock = DagsterSqliteStorage.from_local(str(home))
+    stock = DagsterSqliteStorage.from_local(str(dagster_home))
     try:
         (run,) = stock.run_storage.get_runs()
         assert run.run_id == run_id and run.status == dg.DagsterRunStatus.SUCCESS
@@ -61,7 +50,7 @@ def test_the_projects_instance_writes_runs_that_dagsters_stock_storage_reads(hom
         stock.dispose()
 
 
-def test_every_connection_is_wal_with_synchronous_normal(home: Path) -> None:
+def test_every_connection_is_wal_with_synchronous_normal(dagster_home: Path) -> None:
     with dg.DagsterInstance.get() as instance:
         run_id = dg.materialize([numbers], instance=instance).run_id
         events = instance.event_log_storage
@@ -75,7 +64,7 @@ def test_every_connection_is_wal_with_synchronous_normal(home: Path) -> None:
                 assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL (FULL is 2)
 
 
-def test_a_long_lived_process_keeps_only_a_few_run_shards_open(home: Path) -> None:
+def test_a_long_lived_process_keeps_only_a_few_run_shards_open(dagster_home: Path) -> None:
     with dg.DagsterInstance.get() as instance:
         run_ids = [dg.materialize([numbers], instance=instance).run_id for _ in range(RUN_SHARDS_KEPT + 3)]
         events = instance.event_log_storage
@@ -89,7 +78,7 @@ def test_a_long_lived_process_keeps_only_a_few_run_shards_open(home: Path) -> No
     assert events._engines == {}  # disposed with the instance
 
 
-def test_the_ui_sees_a_runs_events_as_another_process_writes_them(home: Path) -> None:
+def test_the_ui_sees_a_runs_events_as_another_process_writes_them(dagster_home: Path) -> None:
     """The webserver watches a run that a run worker writes: it must see each event while the
     worker's engine stays open (its writes sit in the run's WAL file, not yet checkpointed)."""
     import time

@@ -572,14 +572,6 @@ def test_a_record_carries_the_commit_of_the_project_it_ran_in(
 # ================================================================ configs and the Dagster pipeline
 
 
-@pytest.fixture
-def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copyfile(REPO / "scripts" / "dagster.yaml", home / "dagster.yaml")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    return home
-
 
 def test_configs_add_registers_a_partition_and_writes_no_secret(
     demo_project: Path, dagster_home: Path, monkeypatch: pytest.MonkeyPatch,

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -35,6 +35,9 @@ from nl2sql_assets.defs.evals import (
 from nl2sql_assets.defs.keys import RUNS_GROUP, case_runs_key, regenerated_rows_key
 from nl2sql_assets.defs.partitions import CONFIG_X_PASS
 from nl2sql_assets.defs.resources import ProjectResource
+
+if TYPE_CHECKING:
+    from nl2sql_assets.evaluation.history.pg_shard_plans import PgShardPlans, ShardPlan
 
 WORKER_VARIABLE = "NL2SQL_WORKER"  # a worker's name in shard metadata (scripts/cluster sets it)
 SHARD_RETRIES = dg.RetryPolicy(max_retries=2, delay=2)
@@ -106,7 +109,7 @@ def pull_scoreboards(project: ProjectResource, suite_name: str) -> None:
             atomic_write(path, text)
 
 
-def shard_plans(settings: ClusterSettings) -> Any:
+def shard_plans(settings: ClusterSettings) -> "PgShardPlans":
     """The profile's shard plans in Postgres (``history.pg_shard_plans``)."""
     from nl2sql_assets.evaluation.history.pg_shard_plans import PgShardPlans
 
@@ -114,7 +117,7 @@ def shard_plans(settings: ClusterSettings) -> Any:
 
 
 def planned(settings: ClusterSettings, suite_name: str, context: dg.OpExecutionContext,
-            plan_id: str | None = None) -> Any:
+            plan_id: str | None = None) -> "ShardPlan":
     """The partition's stored shard plan (``plan_id``: only if still that one); a step that has
     none fails at once, without retries (running it again cannot help)."""
     from nl2sql_assets.evaluation.history.pg_shard_plans import ShardPlanError
@@ -127,7 +130,7 @@ def planned(settings: ClusterSettings, suite_name: str, context: dg.OpExecutionC
 
 
 def run_planned_shard(context: dg.OpExecutionContext, project: ProjectResource, settings: ClusterSettings,
-                      suite_path: Path, plan: Any, index: int) -> tuple[dict, dict]:
+                      suite_path: Path, plan: "ShardPlan", index: int) -> tuple[dict, dict]:
     """Run shard ``index`` of ``plan`` (its cases as planned, on the plan's spend ledger) and store
     its records in Postgres: (the shard's summary for the merge, its step metadata). Refuses,
     without retries, when the suite file is no longer the one planned from, before and after the

@@ -46,6 +46,10 @@ def fault_cluster(
         pg_database,
         schema=f"faults_{uuid.uuid4().hex[:8]}",
         dagster_through_port=True,
+        # No worker is killed here, so nothing needs a step handed back after 10 s (conftest's
+        # default); a priced shard running one case at a time takes longer than that on a loaded
+        # machine, and Redis would hand it to the other worker while it runs: billed twice.
+        env_overrides={"NL2SQL_VISIBILITY_TIMEOUT_S": "300"},
     ) as c:
         yield c
 

@@ -203,10 +203,11 @@ def with_routing_suite(project: Path) -> None:
 
 @contextlib.contextmanager
 def open_cluster(root: Path, demo_template: Path, pg_database: str, *, schema: str = "nl2sql",
-                 dagster_through_port: bool = False) -> Iterator[Cluster]:
+                 dagster_through_port: bool = False, env_overrides: dict[str, str] | None = None) -> Iterator[Cluster]:
     """A demo project under ``root``, a DAGSTER_HOME on Postgres, the profile's variables, and two
     workers. With ``dagster_through_port`` Dagster's own run and event storage reaches Postgres
-    through a second PgPort (``Cluster.dagster_port``), so a test can restart it too."""
+    through a second PgPort (``Cluster.dagster_port``), so a test can restart it too;
+    ``env_overrides`` replace profile variables (e.g. the visibility timeout)."""
     import redis
 
     require_redis()
@@ -236,6 +237,7 @@ def open_cluster(root: Path, demo_template: Path, pg_database: str, *, schema: s
         "NL2SQL_PROJECT": str(project / "nl2sql.yaml"),
         "DAGSTER_HOME": str(home),
         "PYTHONPATH": str(REPO),
+        **(env_overrides or {}),
     }
     saved = dict(os.environ)
     os.environ.update(env)

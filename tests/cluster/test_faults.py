@@ -46,6 +46,10 @@ def fault_cluster(
         pg_database,
         schema=f"faults_{uuid.uuid4().hex[:8]}",
         dagster_through_port=True,
+        # No worker is killed here, so nothing needs a step handed back after 10 s (conftest's
+        # default); a priced shard running one case at a time takes longer than that on a loaded
+        # machine, and Redis would hand it to the other worker while it runs: billed twice.
+        env_overrides={"NL2SQL_VISIBILITY_TIMEOUT_S": "300"},
     ) as c:
         yield c
 
@@ -63,7 +67,7 @@ def fault_instance(fault_cluster: Cluster) -> dg.DagsterInstance:
 
 @pytest.fixture(scope="module")
 def undisturbed(tmp_path_factory: pytest.TempPathFactory, demo_template: Path) -> Path:
-    """retrieval|2 run the embedded way (in-process, no profile): the records a disturbed run must end with."""
+    """retrieval|2 and |3 run the embedded way (in-process, no profile): the records a disturbed run must end with."""
     project = tmp_path_factory.mktemp("undisturbed") / "demo"
     shutil.copytree(demo_template, project)
     with_routing_suite(project)
@@ -73,15 +77,16 @@ def undisturbed(tmp_path_factory: pytest.TempPathFactory, demo_template: Path) -
         with dg.instance_for_test(temp_dir=str(tmp_path_factory.mktemp("undisturbed_home"))) as instance:
             register_configs(instance, ["retrieval"])
             assert defs.resolve_job_def("datasets_job").execute_in_process(instance=instance).success
-            assert (
-                defs.resolve_job_def("case_runs_job")
-                .execute_in_process(
-                    instance=instance,
-                    partition_key=config_pass_key("retrieval", 2),
-                    asset_selection=[case_runs_key(s) for s in SUITES["retrieval"]],
+            for p in (2, 3):
+                assert (
+                    defs.resolve_job_def("case_runs_job")
+                    .execute_in_process(
+                        instance=instance,
+                        partition_key=config_pass_key("retrieval", p),
+                        asset_selection=[case_runs_key(s) for s in SUITES["retrieval"]],
+                    )
+                    .success
                 )
-                .success
-            )
     finally:
         if saved is not None:
             os.environ["NL2SQL_PROFILE"] = saved
@@ -166,19 +171,12 @@ def test_a_postgres_restart_seen_by_dagster_and_our_tables_ends_the_run_and_the_
         retried = _launch(
             fault_instance, config, p, tags={"dagster/backfill": backfill}, reexecute=run_record.run_id
         )
-        if not retried.success:
-            # Known gap (see the report of issue 15): when the orchestrator died before a suite's
-            # shards were launched, Dagster's re-execution from failure does not plan them again
-            # (the split's dynamic outputs are not re-mapped), and that suite's merge refuses the
-            # empty partition with "nothing to merge: no shard ran"; nothing wrong is stored. A
-            # re-execution of every step then finishes.
-            why = _step_failures_of(fault_instance, retried.run_id, shards_only=False)
-            assert why and all("nothing to merge: no shard ran" in m for m in why), why
-            print(
-                "postgres restart: re-execution from failure refused an unplanned suite; re-executing all steps"
-            )
-            retried = _launch_all_steps(fault_instance, config, p, backfill, retried.run_id)
-        assert retried.success, f"the re-execution failed; worker logs under {fault_cluster.logs}"
+        # Always: shards the failed run never started (so Dagster's re-execution from failure does
+        # not run them, dagster-io/dagster#20925) are run by their suite's merge from the stored plan.
+        recovered = _recovered(fault_instance, retried.run_id)
+        print(f"postgres restart: re-executed from failure: {'success' if retried.success else 'FAILURE'}; "
+              f"recovered by the merge: {recovered or 'none'}")
+        assert retried.success, f"the re-execution from failure failed; worker logs under {fault_cluster.logs}"
     else:
         # Ridden over (dagster-postgres' and the shards' retries): the whole outage fell inside
         # the run, which went on after Postgres came back.
@@ -199,6 +197,79 @@ def test_a_postgres_restart_seen_by_dagster_and_our_tables_ends_the_run_and_the_
             )
             == []
         )
+
+
+def test_a_run_that_failed_before_launching_its_shards_finishes_on_re_execution_from_failure(
+    fault_cluster: Cluster, fault_instance: dg.DagsterInstance, undisturbed: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The gap a Postgres restart sometimes leaves, made certain: the run orchestrator (this
+    process) fails the moment it would launch a suite's first shard, after the split stored its
+    plan, so no shard step ever starts. Dagster's re-execution from failure then runs no shard step
+    (its state of the failed run knows only steps with events; dagster-io/dagster#20925), only the
+    merges, and each merge runs its suite's planned shards itself. Before that, a suite file
+    edited since the split is refused by name, storing nothing; restored, the next re-execution
+    from failure finishes with the undisturbed run's records."""
+    import nl2sql_assets.cluster.celery_steps as celery_steps
+    from nl2sql_assets.evaluation.history.pg_shard_plans import PgShardPlans
+
+    config, p, backfill = "retrieval", 3, "unlaunched-shards"
+    submit = celery_steps._submit
+
+    def no_shard_launches(app: Any, job_context: Any, step: Any, *rest: Any) -> Any:
+        if "_run_shard[" in step.key:
+            raise ConnectionError(f"the orchestrator died before launching {step.key}")
+        return submit(app, job_context, step, *rest)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(celery_steps, "_submit", no_shard_launches)
+        failed = _launch(fault_instance, config, p, tags={"dagster/backfill": backfill})
+    assert not failed.success
+    _wait_until_workers_quiet(fault_cluster, quiet_s=3, timeout_s=90)  # a split still on a worker ends
+    fault_instance.event_log_storage.free_concurrency_slots_for_run(failed.run_id)
+    assert _started(fault_instance, failed.run_id) == {f"{s}_case_runs.{s}_split_cases" for s in SUITES[config]}
+    plans = PgShardPlans(os.environ["NL2SQL_PG_DSN"], schema=os.environ["NL2SQL_PG_SCHEMA"])
+    planned = {s: plans.require(s, config, p) for s in SUITES[config]}
+    assert all(plan.planned_by == failed.run_id for plan in planned.values())
+    assert len(planned["chinook"].shards) >= 2
+
+    # The routing suite edited after its split: its merge refuses, naming the suite; chinook finishes.
+    routing = fault_cluster.project / "suites" / "routing.yaml"
+    text = routing.read_text(encoding="utf-8")
+    routing.write_text(text + "\n# edited after the split\n", encoding="utf-8")
+    try:
+        edited = _launch(fault_instance, config, p, tags={"dagster/backfill": backfill}, reexecute=failed.run_id)
+    finally:
+        routing.write_text(text, encoding="utf-8")
+    assert not edited.success
+    why = _step_failures_of(fault_instance, edited.run_id, shards_only=False)
+    assert len(why) == 1 and "suite routing (" in why[0] and "changed since the split step planned partition " \
+        f"{config}|{p}" in why[0], why
+    # Dagster ran no shard step: each merge ran its suite's planned shards itself.
+    assert _started(fault_instance, edited.run_id) == {f"{s}_case_runs.{s}_merge_shards" for s in SUITES[config]}
+    assert _recovered(fault_instance, edited.run_id) == {"chinook": list(range(len(planned["chinook"].shards)))}
+
+    finished = _launch(fault_instance, config, p, tags={"dagster/backfill": backfill}, reexecute=edited.run_id)
+    assert finished.success, f"the re-execution from failure failed; worker logs under {fault_cluster.logs}"
+    assert _started(fault_instance, finished.run_id) == {"routing_case_runs.routing_merge_shards"}
+    assert _recovered(fault_instance, finished.run_id) == {"routing": list(range(len(planned["routing"].shards)))}
+    for suite in SUITES[config]:
+        records = _records(fault_cluster.project, config, p, suite)
+        assert records == _records(undisturbed, config, p, suite), f"{suite} {config}|{p} differs"
+
+
+def _started(instance: dg.DagsterInstance, run_id: str) -> set[str]:
+    """The steps of a run that started (on a worker)."""
+    return {e.dagster_event.step_key for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)}
+
+
+def _recovered(instance: dg.DagsterInstance, run_id: str) -> dict[str, list[int]]:
+    """The shards each suite's merge ran itself in a run (its log line ``recovered shard(s) [..]``)."""
+    found: dict[str, list[int]] = {}
+    for event in instance.all_logs(run_id):
+        match = re.match(r"(\w+) \w+\|\d+: recovered shard\(s\) \[([\d, ]*)\]", event.user_message or "")
+        if match:
+            found[match.group(1)] = [int(n) for n in match.group(2).split(",")]
+    return found
 
 
 def _priced_config(instance: dg.DagsterInstance, project: Path, base_url: str) -> None:
@@ -367,29 +438,6 @@ def _wait_until_workers_quiet(cluster: Cluster, quiet_s: float, timeout_s: float
             last, since = sizes, time.monotonic()
         assert time.monotonic() < deadline, f"the workers were still busy after {timeout_s} s"
         time.sleep(0.5)
-
-
-def _launch_all_steps(instance: dg.DagsterInstance, config: str, pass_index: int, backfill: str, parent: str):
-    """A failed run re-executed whole (every step), as the UI's "Re-execute all"."""
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
-
-    repo = ReconstructableRepository.for_module(
-        "nl2sql_assets.definitions", "defs", working_directory=str(Path.cwd())
-    )
-    job = repo.get_reconstructable_job("case_runs_job").get_subset(
-        asset_selection={case_runs_key(s) for s in SUITES[config]}
-    )
-    return dg.execute_job(
-        job,
-        instance,
-        reexecution_options=dg.ReexecutionOptions(parent_run_id=parent),
-        tags={
-            "dagster/partition": str(config_pass_key(config, pass_index)),
-            "dagster/partition/config": config,
-            "dagster/partition/pass": str(pass_index),
-            "dagster/backfill": backfill,
-        },
-    )
 
 
 def _one_case_per_worker(project: Path) -> None:

@@ -67,7 +67,8 @@ def test_the_profile_variable_selects_the_executor_or_is_refused():
 
 def test_the_helm_values_match_the_code_and_the_celery_profile():
     """deploy/k8s/values.yaml: the code location runs this profile with the same Postgres settings
-    the code reads, and the run queue has the same limits as deploy/cluster/dagster.yaml."""
+    the code reads, and the run queue, retries and run monitoring (freeing a dead run's pool slots)
+    are as in deploy/cluster/dagster.yaml."""
     import yaml
 
     values = yaml.safe_load((ROOT / "deploy" / "k8s" / "values.yaml").read_text())
@@ -85,3 +86,7 @@ def test_the_helm_values_match_the_code_and_the_celery_profile():
     assert queue["maxConcurrentRuns"] == runs["max_concurrent_runs"]
     assert queue["tagConcurrencyLimits"] == runs["tag_concurrency_limits"]
     assert values["dagsterDaemon"]["runRetries"]["maxRetries"] == instance["run_retries"]["max_retries"]
+    monitoring = values["dagsterDaemon"]["runMonitoring"]
+    assert monitoring["enabled"] is instance["run_monitoring"]["enabled"] is True
+    assert monitoring["startTimeoutSeconds"] == instance["run_monitoring"]["start_timeout_seconds"]
+    assert monitoring["freeSlotsAfterRunEndSeconds"] == instance["run_monitoring"]["free_slots_after_run_end_seconds"]

@@ -19,7 +19,7 @@ worker (resources, project open) and its Postgres write. A fit over every shard 
 CPU per step beyond its case runs (CPU seconds move less than wall time on a shared machine).
 
 Needs Postgres (127.0.0.1:5432, trust) and Redis (127.0.0.1:6379); uses a fresh database and
-Redis db 14, both cleaned up. Preparing a big synthetic project (the suite, its regenerated rows)
+Redis db 14 (or NL2SQL_BENCH_REDIS), both cleaned up. Preparing a big synthetic project (the suite, its regenerated rows)
 takes minutes: ``--workdir DIR --prepare-only`` does it once, later runs with ``--workdir DIR``
 reuse it. Usage:
     python scripts/bench_cluster.py --case-runs 50000 --shard-sizes 100,500,2000 --workers 1,2
@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-REDIS_URL = "redis://127.0.0.1:6379/14"
+#: Redis db 14 unless NL2SQL_BENCH_REDIS names another (two benchmarks at once each take their own).
+REDIS_URL = os.environ.get("NL2SQL_BENCH_REDIS", "redis://127.0.0.1:6379/14")
 ROLES_PER_CASE = 3
 
 

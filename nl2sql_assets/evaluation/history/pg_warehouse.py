@@ -28,7 +28,6 @@ from nl2sql_assets.evaluation.history.pg_ledger import _ident
 from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
 from nl2sql_assets.redact import redact
 
-
 #: Rows per Parquet row group. DuckDB buffers a whole row group before writing it; at its default
 #: (122,880 rows, about 8 KB each here) converting 48,000 records peaked at 1.1 GB, at 2,048 rows
 #: at 0.28 GB, the same as for 12,000 (docs/performance.md, "Where a worker's memory goes").

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from nl2sql_assets.evaluation.history.pg_merge import ShardsChanged, missing_shards, shards_by_worker, write_merged
+from nl2sql_assets.evaluation.history.pg_merge import (
+    ShardsChanged,
+    missing_shards,
+    shards_by_worker,
+    write_merged,
+)
 from nl2sql_assets.evaluation.history.pg_shards import PgShardStore
 from nl2sql_assets.evaluation.history.pg_warehouse import PgCaseRecords
 from nl2sql_assets.evaluation.history.warehouse import Warehouse

@@ -93,23 +93,18 @@ class PgShardStore:
         return [StoredShard(shard, shards, worker, RunMeta.model_validate_json(meta), count)
                 for shard, shards, worker, meta, count in rows]
 
-    def record_lines(self, suite: str, config: str, pass_index: int,
-                     shards: list[int] | None = None) -> Iterator[tuple[int, list[str]]]:
+    def record_lines(self, suite: str, config: str, pass_index: int) -> Iterator[tuple[int, list[str]]]:
         """(shard, its records' JSON lines, each ending in a newline), one shard at a time in
         shard order, from one snapshot (a server-side cursor fetching a row at a time): the
-        caller holds one shard's records, never the partition's. ``shards``: only these."""
-        with self._transaction() as cur:
-            # A named cursor lives on the server; the transaction's snapshot holds for every fetch.
-            con = cur.connection
-            with con.cursor(name=f"shard_records_{uuid.uuid4().hex[:12]}") as named:
-                named.itersize = 1
-                where = "" if shards is None else " AND shard = ANY(%s)"
-                named.execute(f"SELECT shard, records FROM {self.schema}.case_shards WHERE suite = %s "
-                              f"AND config = %s AND pass_index = %s{where} ORDER BY shard",
-                              [suite, config, pass_index, *([shards] if shards is not None else [])])
-                for shard, text in named:
-                    # split on newlines alone: a record's JSON may hold U+2028 and the like unescaped
-                    yield shard, [line + "\n" for line in text.split("\n")[:-1]]
+        caller holds one shard's records, never the partition's."""
+        # A named cursor lives on the server; the transaction's snapshot holds for every fetch.
+        with self._transaction() as cur, cur.connection.cursor(name=f"shard_records_{uuid.uuid4().hex[:12]}") as named:
+            named.itersize = 1
+            named.execute(f"SELECT shard, records FROM {self.schema}.case_shards WHERE suite = %s "
+                          "AND config = %s AND pass_index = %s ORDER BY shard", [suite, config, pass_index])
+            for shard, text in named:
+                # split on newlines alone: a record's JSON may hold U+2028 and the like unescaped
+                yield shard, [line + "\n" for line in text.split("\n")[:-1]]
 
     def read(self, suite: str, config: str, pass_index: int) -> list[tuple[int, str, CaseRuns]]:
         """Every stored shard of one partition, in shard order: (shard, worker, runs). Holds

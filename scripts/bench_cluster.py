@@ -8,7 +8,9 @@ gold LLM server: every case run makes real engine calls over HTTP and real SQLit
 Dagster's storage in Postgres and the steps on Celery over Redis (the cluster profile).
 
 Printed per combination: wall, case runs/s (total and per worker), CPU seconds (workers and the
-orchestrator, this process), the workers' peak RSS, the load average, and the run split into its
+orchestrator, this process), the workers' peak RSS (overall, and per step from a 0.1 s RSS sampler
+matched to the steps' start and end: the shard steps' highest, the merge step's before/peak/after),
+the load average, and the run split into its
 phases from Dagster's event log: the split step, the shard phase, the merge step. A shard step's
 overhead is the worker time per step not spent on case runs, ``(workers x shard phase - case-run
 seconds) / shards``: the Celery round trip, the orchestrator's poll, the step's start in the
@@ -17,7 +19,7 @@ worker (resources, project open) and its Postgres write. A fit over every shard 
 CPU per step beyond its case runs (CPU seconds move less than wall time on a shared machine).
 
 Needs Postgres (127.0.0.1:5432, trust) and Redis (127.0.0.1:6379); uses a fresh database and
-Redis db 14, both cleaned up. Preparing a big synthetic project (the suite, its regenerated rows)
+Redis db 14 (or NL2SQL_BENCH_REDIS), both cleaned up. Preparing a big synthetic project (the suite, its regenerated rows)
 takes minutes: ``--workdir DIR --prepare-only`` does it once, later runs with ``--workdir DIR``
 reuse it. Usage:
     python scripts/bench_cluster.py --case-runs 50000 --shard-sizes 100,500,2000 --workers 1,2
@@ -34,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -41,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-REDIS_URL = "redis://127.0.0.1:6379/14"
+#: Redis db 14 unless NL2SQL_BENCH_REDIS names another (two benchmarks at once each take their own).
+REDIS_URL = os.environ.get("NL2SQL_BENCH_REDIS", "redis://127.0.0.1:6379/14")
 ROLES_PER_CASE = 3
 
 
@@ -62,6 +66,8 @@ class Combination:
     worker_cpu_s: float = 0.0
     orchestrator_cpu_s: float = 0.0
     worker_rss_mib: float = 0.0
+    merge_rss_mib: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the merge step's RSS: before, peak, after
+    shard_rss_mib: float = 0.0  # the highest RSS sampled during any shard step
     load: tuple[float, float] = (0.0, 0.0)
     steps: list[tuple[int, float]] = field(default_factory=list)  # (case runs, step seconds)
 
@@ -124,6 +130,41 @@ def worker_usage(pid: int) -> tuple[float, float]:
     return cpu, int(hwm.split()[1]) / 1024
 
 
+class RssSampler:
+    """Every worker's RSS every 0.1 s (``(time, MiB)`` per pid), so each step's peak can be read
+    off against its start and end in Dagster's event log (a worker runs one step at a time)."""
+
+    def __init__(self, pids: list[int], every_s: float = 0.1) -> None:
+        self.samples: dict[int, list[tuple[float, float]]] = {pid: [] for pid in pids}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every_s,), daemon=True)
+        self._thread.start()
+
+    def _run(self, every_s: float) -> None:
+        while not self._stop.is_set():
+            for pid, out in self.samples.items():
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    continue
+                rss = next(line for line in status.splitlines() if line.startswith("VmRSS"))
+                out.append((time.time(), int(rss.split()[1]) / 1024))
+            self._stop.wait(every_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def peak(self, start: float, end: float) -> float:
+        """The highest RSS of any worker sampled in [start, end]."""
+        return max((r for s in self.samples.values() for t, r in s if start <= t <= end), default=0.0)
+
+    def at(self, when: float) -> float:
+        """The highest RSS of any worker in the last sample before ``when``."""
+        last = [next((r for t, r in reversed(s) if t <= when), 0.0) for s in self.samples.values()]
+        return max(last, default=0.0)
+
+
 def stop_workers(procs: list[subprocess.Popen]) -> None:
     for p in procs:
         if p.poll() is None:
@@ -136,7 +177,7 @@ def stop_workers(procs: list[subprocess.Popen]) -> None:
             p.wait(5)
 
 
-def phases(instance: Any, run_id: str, combo: Combination) -> None:
+def phases(instance: Any, run_id: str, combo: Combination, rss: RssSampler | None = None) -> None:
     """Fill the combination's phases and shard steps from the run's event log."""
     start: dict[str, float] = {}
     end: dict[str, float] = {}
@@ -161,6 +202,9 @@ def phases(instance: Any, run_id: str, combo: Combination) -> None:
     combo.merge_s = end[merge] - start[merge]
     combo.shard_phase_s = start[merge] - end[split]
     combo.in_step_s = sum(end[k] - start[k] for k in shards)
+    if rss is not None:
+        combo.merge_rss_mib = (rss.at(start[merge]), rss.peak(start[merge], end[merge]), rss.at(end[merge] + 0.5))
+        combo.shard_rss_mib = max(rss.peak(start[k], end[k]) for k in shards)
 
 
 def prepare(workdir: Path, chinook: Path, case_runs: int, db: str) -> tuple[Path, int]:
@@ -194,6 +238,7 @@ def run_combination(repo: Any, instance: Any, env: dict[str, str], workers: int,
     os.environ.update(env)
     load_before = os.getloadavg()[0]
     procs = start_workers(env, workers, logs)
+    rss = RssSampler([p.pid for p in procs])
     try:
         cpu0 = time.process_time()
         started = time.perf_counter()
@@ -202,13 +247,15 @@ def run_combination(repo: Any, instance: Any, env: dict[str, str], workers: int,
         wall = time.perf_counter() - started
         orchestrator = time.process_time() - cpu0
         usage = [worker_usage(p.pid) for p in procs]
+        time.sleep(0.6)  # the sample after the merge step's end
     finally:
+        rss.stop()
         stop_workers(procs)
     assert result.success, f"run failed (logs: {logs})"
     combo = Combination(workers=workers, shard_size=shard_size, wall=wall, orchestrator_cpu_s=orchestrator,
                         worker_cpu_s=sum(c for c, _ in usage), worker_rss_mib=max(r for _, r in usage),
                         load=(load_before, os.getloadavg()[0]))
-    phases(instance, result.run_id, combo)
+    phases(instance, result.run_id, combo, rss)
     return combo
 
 
@@ -221,19 +268,23 @@ def report(c: Combination) -> None:
           f"(outside the step {c.launch_per_step:.2f} s); a case run {1000 * c.run_seconds / max(c.case_runs, 1):.2f} "
           f"ms in steps; shard step s min/median/max {min(steps):.2f}/{statistics.median(steps):.2f}/"
           f"{max(steps):.2f}; CPU workers {c.worker_cpu_s:.1f} s + orchestrator {c.orchestrator_cpu_s:.1f} s; "
-          f"worker peak RSS {c.worker_rss_mib:.0f} MiB; load {c.load[0]:.2f} -> {c.load[1]:.2f}", flush=True)
+          f"worker peak RSS {c.worker_rss_mib:.0f} MiB (shard steps' peak {c.shard_rss_mib:.0f} MiB; merge step "
+          f"{c.merge_rss_mib[0]:.0f} -> {c.merge_rss_mib[1]:.0f} -> {c.merge_rss_mib[2]:.0f} MiB before/peak/after); "
+          f"load {c.load[0]:.2f} -> {c.load[1]:.2f}", flush=True)
 
 
 def table(rows: list[Combination]) -> None:
     print("\n| workers | shard (cases) | shards | case runs | wall s | case runs/s | per worker | split s | "
-          "merge s | overhead per step s | overhead share | CPU s (workers + orch.) | peak RSS MiB | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "merge s | overhead per step s | overhead share | CPU s (workers + orch.) | peak RSS MiB | "
+          "shard steps' peak MiB | merge step MiB (before -> peak -> after) | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for c in rows:
         share = c.overhead_per_step * c.shards / (c.workers * c.shard_phase_s)
         print(f"| {c.workers} | {c.shard_size} | {c.shards} | {c.case_runs} | {c.wall:.1f} | "
               f"{c.case_runs / c.wall:.1f} | {c.case_runs / c.wall / c.workers:.1f} | {c.split_s:.1f} | "
               f"{c.merge_s:.1f} | {c.overhead_per_step:.2f} | {share:.0%} | "
-              f"{c.worker_cpu_s:.0f} + {c.orchestrator_cpu_s:.0f} | {c.worker_rss_mib:.0f} | "
+              f"{c.worker_cpu_s:.0f} + {c.orchestrator_cpu_s:.0f} | {c.worker_rss_mib:.0f} | {c.shard_rss_mib:.0f} | "
+              f"{c.merge_rss_mib[0]:.0f} -> {c.merge_rss_mib[1]:.0f} -> {c.merge_rss_mib[2]:.0f} | "
               f"{c.load[0]:.1f}-{c.load[1]:.1f} |")
 
 

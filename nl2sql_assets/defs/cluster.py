@@ -9,7 +9,8 @@ stores its records in Postgres (a re-run replaces them) and draws on the plan's 
 ledger; a failed or lost shard is run again (``RetryPolicy``; a killed worker's step returns to the
 queue, see ClusterSettings). The merge step first runs any planned shard that stored nothing (a
 re-execution from failure skips mapped steps never started), then writes the partition's
-records to the warehouse exactly as the one-step asset does.
+records to the warehouse exactly as the one-step asset does, streaming them a shard at a time
+(``history.pg_merge``): its memory stays flat in the partition's size.
 """
 
 
@@ -236,34 +237,40 @@ def build_sharded_case_runs(suite_name: str, suite_path: Path, index_keys: Seque
         return summary
 
     @dg.op(name=f"{suite_name}_merge_shards",
-           description="Merges the shards' records into the partition's records in the warehouse.")
+           description="Merges the shards' records into the partition's records in the warehouse, a shard at a time.")
     def merge_shards(context: dg.OpExecutionContext, project: ProjectResource, shards: list[dict]) -> dg.Output:
-        from nl2sql_assets.evaluation.running.shards import merge_shards as merge
+        from nl2sql_assets.evaluation.history.pg_merge import missing_shards, shards_by_worker, write_merged
+        from nl2sql_assets.evaluation.reporting.streamed import report_from_records
+        from nl2sql_assets.evaluation.running.results import CaseRuns
+        from nl2sql_assets.evaluation.running.shards import merge_metas
 
         shards = run_unstored_shards(context, project, settings, suite_name, suite_path, shards)
         config, pass_index = partition_config_pass(context)
         expected = shards[0]["count"] if shards else 0
-        stored = store().read(suite_name, config, pass_index)
-        if [n for n, _, _ in stored] != list(range(expected)):
-            raise dg.Failure(description=f"partition {config}|{pass_index}: expected shards 0..{expected - 1}, "
-                                         f"found {[n for n, _, _ in stored]} in Postgres")
+        # The shards' metas alone (no record parsed); the records are streamed below, a shard at a
+        # time, so this step's memory is one shard's whatever the partition's size.
+        shard_store = store()
+        stored = shard_store.metas(suite_name, config, pass_index)
+        missing = missing_shards(stored, expected)
+        if missing:
+            raise dg.Failure(description=f"partition {config}|{pass_index}: {missing}")
         with project.open() as proj:
             request = partition_request(context, proj.config, suite_path, config, pass_index)
-        runs = merge(request, [r for _, _, r in stored])
+        runs = CaseRuns(meta=merge_metas(request, [s.meta for s in stored]))  # the meta; records stay in Postgres
         refuse_incomplete(runs)  # an outage in any shard: the partition is not stored, as on one machine
-        path = project.warehouse.write_pass(suite_name, config, pass_index, runs.records, runs.meta)
-        # The shared copy: Postgres rows any machine reads, and Parquet beside the JSONL for DuckDB.
+        # The warehouse's records file and the shared copy (Postgres rows any machine reads) in one
+        # pass over the shards; then Parquet beside the JSONL for DuckDB, converted from that file.
         shared = PgCaseRecords(settings.pg_dsn, schema=settings.pg_schema)
-        shared.write_pass(suite_name, config, pass_index, runs.records, runs.meta)
-        parquet = shared.export_parquet(suite_name, config, pass_index, project.warehouse.root / "parquet")
-        store().clear(suite_name, config, pass_index)
+        path, _ = write_merged(shard_store, shared, project.warehouse, suite_name, config, pass_index,
+                               stored, runs.meta)
+        parquet = shared.export_parquet(suite_name, config, pass_index, project.warehouse.root / "parquet",
+                                        records_file=path)
+        shard_store.clear(suite_name, config, pass_index)
         seconds = (runs.meta.run_stamp.finished_at - runs.meta.run_stamp.started_at).total_seconds()
-        workers: dict[str, int] = {}
-        for _, worker, _ in stored:
-            workers[worker] = workers.get(worker, 0) + 1
-        metadata = case_runs_metadata(runs, seconds, path)
+        # The board is built in one pass over the records file, as the one-step asset builds it.
+        metadata = case_runs_metadata(runs, seconds, path, report_from_records(path, runs.meta))
         return dg.Output(None, metadata={**metadata, "shards": expected, "parquet": dg.MetadataValue.path(str(parquet)),
-                                         "shards_by_worker": dg.MetadataValue.json(workers)})
+                                         "shards_by_worker": dg.MetadataValue.json(shards_by_worker(stored))})
 
     deps = [regenerated_rows_key(suite_name), *index_keys]
     names = [f"dep_{n}" for n in range(len(deps))]

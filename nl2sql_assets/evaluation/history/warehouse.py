@@ -22,11 +22,11 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from nl2sql_assets.atomic import atomic_write
+from nl2sql_assets.atomic import atomic_write, atomic_write_chunks
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
 from nl2sql_assets.redact import redact
@@ -76,10 +76,18 @@ class Warehouse:
                    meta: RunMeta | dict[str, Any]) -> Path:
         """Replace the records of one (suite, config, pass) and the RunMeta they were run with;
         returns the JSONL path."""
-        path = self.partition_dir(suite, config) / f"pass={pass_index}.jsonl"
-        atomic_write(path, redact("".join(r.model_dump_json() + "\n" for r in records)))
+        path = self.write_pass_lines(suite, config, pass_index,
+                                     (redact(r.model_dump_json()) + "\n" for r in records))
         self.write_pass_meta(suite, config, pass_index, meta)
         return path
+
+    def write_pass_lines(self, suite: str, config: str, pass_index: int, lines: Iterable[str]) -> Path:
+        """Replace the records file of one (suite, config, pass) with ``lines`` (each a record's
+        redacted JSON and a newline), written as they come: the file appears whole, atomically,
+        and the writer holds one line at a time (the cluster's merge step streams its shards
+        through it). The caller writes the pass's RunMeta after (``write_pass_meta``)."""
+        path = self.partition_dir(suite, config) / f"pass={pass_index}.jsonl"
+        return atomic_write_chunks(path, (line.encode("utf-8") for line in lines))
 
     def pass_stream(self, suite: str, config: str, pass_index: int) -> RecordStream:
         """A stream of one (suite, config, pass)'s records, written as each case run finishes

@@ -11,7 +11,8 @@ single run. One model serves both places a run is cut:
 - **cluster steps** (``nl2sql_assets.defs.cluster``, a Dagster step per shard on a Celery
   worker; this module knows nothing of either): ``plan_shards`` cuts a partition into contiguous
   chunks of ``shard_size`` cases, each run as an ordinary run of those case ids
-  (``shard_request``, ``keep_own``), and ``merge_shards`` joins them in shard order.
+  (``shard_request``, ``keep_own``), and ``merge_shards`` joins them in shard order (the cluster's
+  merge step streams the records and merges only the metas, ``merge_metas``).
 
 A shard is always a list of case ids: every role and every pass of a case run in the same
 shard. Only modes that spend nothing shard over processes (``Mode.shardable``): a dollar cap
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from nl2sql_assets.config import ProjectConfig
     from nl2sql_assets.evaluation.running.modes import CaseJob, Mode
     from nl2sql_assets.evaluation.running.request import RunRequest
-    from nl2sql_assets.evaluation.running.results import CaseRuns
+    from nl2sql_assets.evaluation.running.results import CaseRuns, RunMeta
     from nl2sql_assets.evaluation.running.selection import RoleRun
 
 log = get_logger(__name__)
@@ -136,14 +137,27 @@ def keep_own(runs: CaseRuns, shard: Shard) -> CaseRuns:
 def merge_shards(request: RunRequest, shards: Sequence[CaseRuns]) -> CaseRuns:
     """The single run that contiguous shards (``cut``) make together: records in shard order,
     counts summed, the request as the partition gave it, and the run stamp from the first start
-    to the last end."""
-    from nl2sql_assets.evaluation.running.results import CaseRuns, RunMeta, summed_counts
+    to the last end (``merge_metas``). The cluster's merge step streams the records instead
+    (``history.pg_merge``) and merges only the metas."""
+    from nl2sql_assets.evaluation.running.results import CaseRuns
     from nl2sql_assets.evaluation.running.selection import SelectionError
-    from nl2sql_assets.llm.calls import combine_sources
 
     if not shards:
         raise SelectionError("nothing to merge: no shard ran")
-    metas = [s.meta for s in shards]
+    meta = merge_metas(request, [s.meta for s in shards])
+    return CaseRuns(records=[r for s in shards for r in s.records], meta=meta)
+
+
+def merge_metas(request: RunRequest, metas: Sequence[RunMeta]) -> RunMeta:
+    """The RunMeta of the run that contiguous shards make together, from the shards' RunMetas
+    alone (in shard order): counts summed, the request as the partition gave it, the run stamp
+    from the first start to the last end. No record is needed, so a merge holds none."""
+    from nl2sql_assets.evaluation.running.results import RunMeta, summed_counts
+    from nl2sql_assets.evaluation.running.selection import SelectionError
+    from nl2sql_assets.llm.calls import combine_sources
+
+    if not metas:
+        raise SelectionError("nothing to merge: no shard ran")
     first = metas[0]
     configs = {}
     for name, c in first.configs.items():
@@ -169,7 +183,7 @@ def merge_shards(request: RunRequest, shards: Sequence[CaseRuns]) -> CaseRuns:
         "finished_at": max(m.run_stamp.finished_at for m in metas),
     })
     stopped = next((m.stopped for m in metas if m.stopped), None)
-    meta = RunMeta.model_validate({
+    return RunMeta.model_validate({
         **first.model_dump(),
         "request": request,
         "roles": sorted({r for m in metas for r in m.roles}),
@@ -185,7 +199,6 @@ def merge_shards(request: RunRequest, shards: Sequence[CaseRuns]) -> CaseRuns:
         "configs": configs,
         "run_stamp": stamp,
     })
-    return CaseRuns(records=[r for s in shards for r in s.records], meta=meta)
 
 
 # ---------------------------------------------------------------- how many worker processes

@@ -60,10 +60,11 @@ def test_unstored_names_the_planned_shards_without_records(plans: PgShardPlans, 
     plans.save(plan)
     assert plans.unstored(plan) == [0, 1, 2]  # no shard table yet: nothing stored
     PgShardStore(plans.dsn, schema=plans.schema)
-    with pg_transaction(plans.dsn) as cur:  # shard 1 stored (the body does not matter here), another partition's 0
+    with pg_transaction(plans.dsn) as cur:  # shard 1 stored (its meta and records do not matter here), another partition's 0
         for suite, pass_index, shard in (("chinook", 2, 1), ("chinook", 3, 0), ("routing", 2, 2)):
             cur.execute(f"INSERT INTO {plans.schema}.case_shards (suite, config, pass_index, shard, shards, worker, "
-                        "body) VALUES (%s, 'retrieval', %s, %s, 3, 'w1', '{}')", [suite, pass_index, shard])
+                        "meta, records, record_count) VALUES (%s, 'retrieval', %s, %s, 3, 'w1', '{}', '', 0)",
+                        [suite, pass_index, shard])
     assert plans.unstored(plan) == [0, 2]
 
 

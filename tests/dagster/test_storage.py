@@ -98,3 +98,50 @@ def test_the_ui_sees_a_runs_events_as_another_process_writes_them(dagster_home: 
         assert worker.event_log_storage._engines.get(run_id) is not None  # still open: nothing checkpointed
         assert seen.count(dg.DagsterEventType.ASSET_MATERIALIZATION) == 2
         assert seen[-1] == dg.DagsterEventType.RUN_SUCCESS
+
+
+_PRINTING_RUN = """
+import os, sys
+import dagster as dg
+
+@dg.asset
+def talker() -> None:
+    print("line from print")
+    sys.stdout.flush()
+    os.write(1, b"line written to fd 1\\n")
+    print("line on stderr", file=sys.stderr)
+
+with dg.DagsterInstance.get() as instance:
+    manager = instance.compute_log_manager
+    print(f"manager={type(manager).__name__}", file=sys.stderr, flush=True)
+    assert dg.materialize([talker], instance=instance).success
+"""
+
+
+def test_compute_logs_are_stored_and_mirrored_to_the_terminal_without_helper_processes(dagster_home: Path) -> None:
+    """What a step prints lands in Dagster's compute-log files (what the UI shows) and on the
+    run process's own terminal, as with Dagster's tail processes; no process is started for it."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _PRINTING_RUN], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, DAGSTER_HOME=str(dagster_home)))
+    assert proc.returncode == 0, proc.stderr
+    assert "manager=MirroredComputeLogManager" in proc.stderr
+    assert "line from print" in proc.stdout and "line written to fd 1" in proc.stdout
+    assert "line on stderr" in proc.stderr
+    stored = {p.suffix: p.read_text() for p in (dagster_home / "storage").rglob("*") if p.suffix in (".out", ".err")}
+    assert "line from print" in stored[".out"] and "line written to fd 1" in stored[".out"]
+    assert "line on stderr" in stored[".err"]
+    assert list((dagster_home / "storage").rglob("*.complete"))  # the capture is marked complete
+
+
+def test_the_mirror_starts_no_process(dagster_home: Path, monkeypatch) -> None:
+    import subprocess
+
+    started: list = []
+    monkeypatch.setattr(subprocess.Popen, "__init__", lambda self, *a, **k: started.append(a) or 1 / 0)
+    with dg.DagsterInstance.get() as instance, instance.compute_log_manager.capture_logs(["run", "key"]):
+        print("captured")
+    assert started == []

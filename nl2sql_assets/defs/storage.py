@@ -21,7 +21,9 @@ The files, tables and layout are Dagster's own (``history/runs.db``, ``history/r
 and the run workers use it too.
 """
 
+import functools
 import os
+import sqlite3
 import sys
 import threading
 from collections import OrderedDict
@@ -30,12 +32,16 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 import sqlalchemy as db
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from dagster import Field, StringSource
 from dagster import _check as check
 from dagster._config.config_schema import UserConfigSchema
 from dagster._core.execution.compute_logs import redirect_to_file
 from dagster._core.storage.compute_log_manager import CapturedLogContext, ComputeIOType
 from dagster._core.storage.event_log.base import EventHandlerFn
+from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
+from dagster._core.storage.event_log.sqlite import sqlite_event_log
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     INDEX_SHARD_NAME,
     SqliteEventLogStorage,
@@ -44,7 +50,8 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
 from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, LocalComputeLogManager
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
-from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._core.storage.sql import get_alembic_config, safe_commit
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, create_db_conn_string
 from dagster._core.storage.sqlite_storage import (
     DagsterSqliteStorage,
     _event_logs_directory,
@@ -53,7 +60,9 @@ from dagster._core.storage.sqlite_storage import (
 )
 from dagster._serdes import ConfigurableClassData
 from dagster._utils import ensure_file, mkdir_p, touch_file
+from sqlalchemy import exc as db_exc
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
 from watchdog.events import FileSystemEvent
 from watchdog.observers import Observer
 
@@ -81,6 +90,31 @@ def _sqlite_engine(conn_string: str) -> Engine:
         cursor.close()
 
     return engine
+
+
+@functools.cache
+def _alembic_scripts() -> ScriptDirectory:
+    """Dagster's migration scripts, read once per process. Dagster's own checks build this
+    object at every call (each reading and executing the 90 migration files): for the runs,
+    schedules and index databases when an instance starts, and twice for each run's new shard."""
+    return ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
+
+
+def _stamped(conn: Connection) -> bool:
+    """Whether the database carries an alembic revision: Dagster's checks do nothing more then."""
+    return MigrationContext.configure(conn).get_current_revision() is not None
+
+
+def _ready(conn_string: str, table: str) -> bool:
+    """Whether an existing SQLite database is stamped and holds ``table`` (read only)."""
+    engine = db.create_engine(conn_string, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return _stamped(conn) and db.inspect(conn).has_table(table)
+    except (db_exc.DatabaseError, sqlite3.DatabaseError):
+        return False
+    finally:
+        engine.dispose()
 
 
 class _WalWatchdog(SqliteEventLogStorageWatchdog):
@@ -131,6 +165,25 @@ class KeptEngineSqliteEventLogStorage(SqliteEventLogStorage):
             with engine.connect() as conn, conn.begin():
                 yield conn
 
+    def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
+        """Dagster's ``_initdb``, without re-reading the migration scripts each time: a stamped
+        database needs nothing (as in Dagster's), a new run shard gets Dagster's tables and the
+        head revision; anything else (an unstamped index, a race with another process) goes
+        through Dagster's own, which knows those cases."""
+        try:
+            with engine.connect() as conn:
+                if _stamped(conn):
+                    return
+                if not for_index_shard and not db.inspect(conn).has_table("event_logs"):
+                    SqlEventLogStorageMetadata.create_all(conn)
+                    conn.execute(db.text("PRAGMA journal_mode=WAL;"))
+                    MigrationContext.configure(conn).stamp(_alembic_scripts(), "head")
+                    safe_commit(conn)
+                    return
+        except (db_exc.DatabaseError, sqlite3.DatabaseError):
+            pass  # e.g. another process created the tables first: Dagster's retrying path
+        super()._initdb(engine, for_index_shard=for_index_shard)
+
     def watch(self, run_id: str, cursor: str | None, callback: EventHandlerFn) -> None:
         """Dagster's ``watch``, with the watcher that also wakes on the run's WAL file."""
         if not self._obs:
@@ -156,6 +209,15 @@ class KeptEngineSqliteRunStorage(SqliteRunStorage):
         self._engine = _sqlite_engine(conn_string)
         super().__init__(conn_string, inst_data)
 
+    @classmethod
+    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> "KeptEngineSqliteRunStorage":
+        """An existing, stamped ``runs.db`` opens as it is (Dagster's ``from_local`` would check it
+        against the migration scripts, read afresh); anything else goes through Dagster's."""
+        conn_string = create_db_conn_string(base_dir, "runs")
+        if os.path.exists(os.path.join(base_dir, "runs.db")) and _ready(conn_string, "instance_info"):
+            return cls(conn_string, inst_data)
+        return super().from_local(base_dir, inst_data)
+
     @contextmanager
     def connect(self) -> Iterator[Connection]:
         with self._engine.connect() as conn, conn.begin():
@@ -164,6 +226,17 @@ class KeptEngineSqliteRunStorage(SqliteRunStorage):
     def dispose(self) -> None:
         self._engine.dispose()
         super().dispose()
+
+
+class CheckedOnceSqliteScheduleStorage(SqliteScheduleStorage):
+    """Dagster's SQLite schedule storage; an existing, stamped ``schedules.db`` opens as it is."""
+
+    @classmethod
+    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> SqliteScheduleStorage:
+        conn_string = create_db_conn_string(base_dir, "schedules")
+        if os.path.exists(os.path.join(base_dir, "schedules.db")) and _ready(conn_string, "jobs"):
+            return cls(conn_string, inst_data)
+        return super().from_local(base_dir, inst_data)
 
 
 class KeptEngineSqliteStorage(DagsterSqliteStorage):
@@ -185,7 +258,7 @@ class KeptEngineSqliteStorage(DagsterSqliteStorage):
         self.base_dir = check.str_param(base_dir, "base_dir")
         self._run_storage = KeptEngineSqliteRunStorage.from_local(_runs_directory(base_dir))
         self._event_log_storage = KeptEngineSqliteEventLogStorage(_event_logs_directory(base_dir))
-        self._schedule_storage = SqliteScheduleStorage.from_local(_schedule_directory(base_dir))
+        self._schedule_storage = CheckedOnceSqliteScheduleStorage.from_local(_schedule_directory(base_dir))
         self._inst_data = check.opt_inst_param(inst_data, "inst_data", ConfigurableClassData)
         super(DagsterSqliteStorage, self).__init__()
 

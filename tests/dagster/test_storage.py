@@ -145,3 +145,39 @@ def test_the_mirror_starts_no_process(dagster_home: Path, monkeypatch) -> None:
     with dg.DagsterInstance.get() as instance, instance.compute_log_manager.capture_logs(["run", "key"]):
         print("captured")
     assert started == []
+
+
+def _schema(path: Path) -> tuple[list, list]:
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        tables = sorted(conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall())
+        return tables, conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    finally:
+        conn.close()
+
+
+def test_new_databases_get_dagsters_tables_and_revision_as_its_own_storage_writes_them(
+        dagster_home: Path, tmp_path: Path) -> None:
+    """The instance's databases and a run's shard, made without re-reading Dagster's migration
+    scripts at each check: the same tables, indexes and alembic revision as the stock storage's."""
+    with dg.DagsterInstance.get() as instance:
+        ours = dg.materialize([numbers], instance=instance).run_id
+    with dg.DagsterInstance.get() as instance:  # a second start: the stamped files open as they are
+        again = dg.materialize([numbers], instance=instance).run_id
+    stock_home = tmp_path / "stock"
+    stock = DagsterSqliteStorage.from_local(str(stock_home))
+    try:
+        with dg.instance_for_test(temp_dir=str(stock_home)) as instance:
+            theirs = dg.materialize([numbers], instance=instance).run_id
+    finally:
+        stock.dispose()
+    for ours_path, theirs_path in [
+        (f"history/runs/{ours}.db", f"history/runs/{theirs}.db"),
+        (f"history/runs/{again}.db", f"history/runs/{theirs}.db"),
+        ("history/runs/index.db", "history/runs/index.db"),
+        ("history/runs.db", "history/runs.db"),
+        ("schedules/schedules.db", "schedules/schedules.db"),
+    ]:
+        assert _schema(dagster_home / ours_path) == _schema(stock_home / theirs_path), ours_path

@@ -622,6 +622,35 @@ def _chinook_hint(argv: Sequence[str] | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    code = _dispatch(args, argv)
+    if argv is None and "dagster" in sys.modules:  # the process's own command (not a caller's)
+        _exit_without_teardown(code)
+    return code
+
+
+def _exit_without_teardown(code: int) -> None:
+    """End the process as the interpreter does, less its final teardown.
+
+    After a Dagster command the interpreter spends about a second of CPU (2-core machine, 0.5 s
+    quiet) tearing down Dagster's ~2,000 modules and the objects they hold, after everything is
+    written and closed. This does what comes before that teardown, in its order: wait for
+    non-daemon threads, run the atexit handlers (logging's flush, temporary files' cleanup),
+    flush stdout and stderr; then ends the process with ``code``."""
+    import atexit
+    import contextlib
+    import threading
+
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream: nothing reaches it
+            stream.flush()
+    os._exit(code)
+
+
+def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     try:
         if args.command == "init":
             return _cmd_init(args)

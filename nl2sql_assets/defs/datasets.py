@@ -66,7 +66,7 @@ def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
         with project.open() as proj:
             configs = {ds.id: ds for ds in proj.config.datasources}
             for ds_id in sorted(datasources[key] for key in context.selected_asset_keys):
-                # The stored snapshot when the database, its settings, the code and the engine
+                # The stored snapshot when the database, its settings, the code and its libraries
                 # are what they were when it was taken: it is what introspection would give.
                 out = warehouse.snapshot_path(ds_id)
                 snap = stored_snapshot(records, out, configs[ds_id])
@@ -85,7 +85,7 @@ def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
                         "engine": snap.engine,
                         "path": dg.MetadataValue.path(str(out)),
                         "table_list": dg.MetadataValue.md(snap.markdown_table()),
-                        **reuse_metadata(reused, "the database file, its settings, the code and the engine"),
+                        **reuse_metadata(reused, "the database file, its settings, the code and its libraries"),
                     },
                 )
 
@@ -131,7 +131,7 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
         records = warehouse.step_records
         with project.open() as proj:
             # The rows are a function of the suite file, the databases and their settings, the
-            # code and the engines: unchanged, the copy regenerated last time is this one.
+            # code and its libraries: unchanged, the copy regenerated last time is this one.
             key = regenerated_rows_key(path, proj.config.datasources)
             hit = records.lookup(regenerated_rows_record_name(name), key, copy)
             if hit is not None:
@@ -149,7 +149,7 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
                 "matches_suite_file": report.unchanged,
                 "path": dg.MetadataValue.path(str(copy)),
                 **reuse_metadata(hit is not None, "the suite file, the databases and their settings, the code "
-                                                  "and the engines"),
+                                                  "and its libraries"),
             }
         )
 

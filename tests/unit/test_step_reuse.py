@@ -71,3 +71,15 @@ def test_a_record_is_reused_only_with_its_key_and_its_output_unchanged(tmp_path:
     assert records.lookup("step", "k1", output) is None  # the output edited
     output.unlink()
     assert records.lookup("step", "k1", output) is None  # the output gone
+
+
+def test_another_code_or_library_version_is_another_key(tmp_path: Path, monkeypatch) -> None:
+    from nl2sql_assets.evaluation.history import reuse
+
+    ds = _sqlite(tmp_path)
+    key = snapshot_key(ds)
+    monkeypatch.setattr(reuse, "code_digest", lambda: "another code version")
+    assert snapshot_key(ds) != key
+    monkeypatch.undo()
+    monkeypatch.setattr(reuse, "library_versions", lambda: {"duckdb": "0.0.1"})
+    assert snapshot_key(ds) != key

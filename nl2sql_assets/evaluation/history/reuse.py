@@ -1,13 +1,14 @@
 """Dataset steps whose result is a pure function of their inputs, kept and reused while those
 inputs are unchanged.
 
-A schema snapshot is a function of its database file, the datasource's settings, the code that
-introspects and the database engine's version; a suite's regenerated rows are a function of the
-suite file, every datasource's database and settings, the code that regenerates and the
-engines. Each such step stores, beside its output, a record of an inputs key (a SHA-256 over all
-of those: file contents, not their paths or times) and of the output file's own SHA-256. The
+A schema snapshot is a function of its database file, the datasource's settings, the code and
+the libraries that compute it (the database engines, the SQL parser, YAML, pydantic); a suite's
+regenerated rows are a function of the suite file, every datasource's database and settings, the
+code and those libraries. Each such step stores, beside its output, a record of an inputs key (a
+SHA-256 over all of those: file contents, not their paths or times) and of the output file's own
+SHA-256. The
 next run with the same key and the output file byte for byte as it was written reuses the
-result instead of recomputing it; anything else (a changed suite or database, another engine or
+result instead of recomputing it; anything else (a changed suite or database, another library or
 code version, an output edited or removed, a damaged record) recomputes. So a reused result is
 the file the same computation wrote, and the step says it was reused.
 
@@ -74,23 +75,26 @@ def database_digest(datasource: DatasourceConfig) -> str:
 
 
 @functools.cache
-def code_digest(*packages: str) -> str:
-    """SHA-256 over the Python sources of the given sub-packages of nl2sql_assets (and this
-    module): a change to the code that computes a step is a change of its inputs."""
+def code_digest() -> str:
+    """SHA-256 over every Python source of nl2sql_assets: any change to the code (the
+    introspection, the suite model, the YAML it writes, the policy rules it validates with) is a
+    change of every step's inputs. About 1 MB, read once per process."""
     digest = hashlib.sha256()
-    files = [Path(__file__).resolve()]
-    for package in packages:
-        files += sorted((_PACKAGE / package).rglob("*.py"))
-    for file in files:
+    for file in sorted(_PACKAGE.rglob("*.py")):
         digest.update(str(file.relative_to(_PACKAGE)).encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
-def engine_versions() -> dict[str, str]:
-    """The versions of the database engines that compute a snapshot or a suite's rows."""
+def library_versions() -> dict[str, str]:
+    """The versions of what computes a snapshot or a suite's rows besides our code: the database
+    engines, the SQL parser, the YAML library and pydantic (all imported by then)."""
     import duckdb
+    import pydantic
+    import sqlglot
+    import yaml
 
-    return {"sqlite": sqlite3.sqlite_version, "duckdb": duckdb.__version__}
+    return {"sqlite": sqlite3.sqlite_version, "duckdb": duckdb.__version__, "sqlglot": sqlglot.__version__,
+            "pyyaml": yaml.__version__, "pydantic": pydantic.VERSION}
 
 
 def datasource_inputs(datasource: DatasourceConfig) -> dict[str, Any]:
@@ -110,8 +114,8 @@ def snapshot_key(datasource: DatasourceConfig) -> str:
     """The inputs of one datasource's schema snapshot."""
     return inputs_key("schema_snapshot", {
         "datasource": datasource_inputs(datasource),
-        "code": code_digest("datasources"),
-        "engines": engine_versions(),
+        "code": code_digest(),
+        "libraries": library_versions(),
     })
 
 
@@ -121,8 +125,8 @@ def regenerated_rows_key(suite: str | Path, datasources: Iterable[DatasourceConf
         "suite": file_sha256(suite),
         "datasources": sorted((datasource_inputs(ds) | {"id": ds.id} for ds in datasources),
                               key=lambda d: d["id"]),
-        "code": code_digest("datasources", "evaluation/suites"),
-        "engines": engine_versions(),
+        "code": code_digest(),
+        "libraries": library_versions(),
     })
 
 

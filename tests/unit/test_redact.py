@@ -67,3 +67,30 @@ def test_the_logging_filter_redacts_messages_arguments_and_tracebacks(caplog: py
     text = caplog.text
     assert CONFIGURED not in text and text.count(REDACTED) >= 2
     assert get_logger("nl2sql_assets.test_redact").filters == log.filters  # installed once
+
+
+def test_the_fast_patterns_redact_exactly_what_the_plain_ones_do() -> None:
+    """The literal-first patterns (written for speed) against their plain forms, on text made of
+    key shapes, near misses, assignments in mixed case, the long s IGNORECASE reads as an s,
+    word characters glued on either side, quotes and separators."""
+    import random
+    import re
+
+    from nl2sql_assets import redact as r
+
+    pieces = ["Bearer ", "bearer ", "xBearer ", "sk-", "_sk-", "ask-", "AIza", "AKIA", "ghp_", "gho_", "hf_", "xoxb-",
+              "gsk_", "xai-", "pplx", "nvapi-", "r8_", "Xr8", "api_key", "API-KEY", "ApiKey", "x-api-key",
+              "access_token", "Authorization", "\u017fecret", "SECRET", "secret", "=", ": ", ":", "'", '"', " ",
+              "\n", ",", "}", "-", "_", ".", "é", "[REDACTED]", "abcdefghij", "ABCDEFGHIJKLMNOP", "0123456789",
+              "Zz9", "Q"]
+    plain_shapes = re.compile("|".join([re.escape("cfg-9bT4xQ2mLp7wZr1K"), *r._SHAPES_PLAIN]))
+    fast_shapes = r._pattern(frozenset({"cfg-9bT4xQ2mLp7wZr1K"}))
+    plain_assigned = re.compile(r._ASSIGNED_PLAIN)
+    rng = random.Random(12)
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
+        if rng.random() < 0.1:
+            text += "cfg-9bT4xQ2mLp7wZr1K"
+        assert fast_shapes.sub(r.REDACTED, text) == plain_shapes.sub(r.REDACTED, text), text
+        assert (r._ASSIGNED.sub(lambda m: m.group(1) + r.REDACTED, text)
+                == plain_assigned.sub(lambda m: m.group(1) + r.REDACTED, text)), text

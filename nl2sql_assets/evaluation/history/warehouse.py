@@ -12,6 +12,7 @@ warehouse is the one owner of its paths (``warehouse/`` beside nl2sql.yaml):
     snapshots/<datasource>.json, schema_index/<datasource>.json       (schemas and their embeddings)
     eval_schema_index/<datasource>.json                               (evaluation runs' own index copies)
     regenerated/<suite>.yaml                                          (regenerate's copy, for the drift check)
+    cache/steps/<step>-<name>.json                                    (dataset steps' inputs, for reuse)
 
 Files are written atomically (temporary file, then rename), so a reader never sees half a run.
 """
@@ -32,6 +33,7 @@ from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
 from nl2sql_assets.redact import redact
 
 if TYPE_CHECKING:
+    from nl2sql_assets.evaluation.history.reuse import StepRecords
     from nl2sql_assets.evaluation.reporting.streamed import RecordStream
 
 
@@ -66,6 +68,14 @@ class Warehouse:
     def suite_cache_dir(self) -> Path:
         """Parsed suites by file digest (``suites.cache``): a big suite is YAML-parsed once."""
         return self.root / "cache" / "suites"
+
+    @property
+    def step_records(self) -> StepRecords:
+        """What each dataset step computed, by its inputs (``history.reuse``): a step whose
+        inputs are unchanged reuses its stored output."""
+        from nl2sql_assets.evaluation.history.reuse import StepRecords
+
+        return StepRecords(self.root / "cache" / "steps")
 
     # ------------------------------------------------------------ case records
 

@@ -1,6 +1,6 @@
-"""A Dagster command run as the process's own command (``nl2sql-assets configs ...``, ``pipeline
-run``) ends without the interpreter's teardown, and loses nothing the teardown would have done:
-its output, non-daemon threads, atexit handlers, its exit code."""
+"""A command run as the process's own command (``nl2sql-assets configs ...``, ``pipeline run``,
+``eval ...``) ends without the interpreter's teardown, and loses nothing the teardown would have
+done: its output, the files it wrote, non-daemon threads, atexit handlers, its exit code."""
 
 from __future__ import annotations
 
@@ -48,3 +48,15 @@ def test_a_dagster_command_keeps_its_exit_code(tmp_path: Path, dagster_home: Pat
     done = _run(tmp_path, dagster_home, "--config", str(demo_project / "nl2sql.yaml"), "configs", "add", "bad|name")
     assert done.returncode == 2
     assert "error:" in done.stderr and "atexit handler ran" in done.stdout
+
+
+def test_a_command_without_dagster_exits_the_same_way_and_its_file_is_whole(
+        tmp_path: Path, dagster_home: Path, demo_project: Path) -> None:
+    out = tmp_path / "gold.jsonl"
+    done = _run(tmp_path, dagster_home, "eval", "export", str(demo_project / "suites" / "chinook.yaml"),
+                "--jsonl", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "atexit handler ran" in done.stdout and "not reached" not in done.stdout
+    assert (tmp_path / "thread.txt").read_text() == "thread finished"
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) > 10 and all(line.startswith("{") and line.endswith("}") for line in lines)

@@ -65,3 +65,14 @@ def pg_transaction(dsn: str) -> Iterator[Any]:
         raise _unavailable(dsn, exc) from exc
     finally:
         con.close()
+
+
+@contextlib.contextmanager
+def pg_tables(dsn: str, owner: str, schema: str) -> Iterator[Any]:
+    """A transaction in which a store creates its tables: ``schema`` exists, and no other process
+    creates ``owner``'s tables meanwhile (steps starting together would race on ``CREATE ... IF
+    NOT EXISTS``; a transaction-scoped advisory lock named by ``owner`` lets one through at a time)."""
+    with pg_transaction(dsn) as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [owner])
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        yield cur

@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any, Literal
 
-from nl2sql_assets.evaluation.history.pg import pg_transaction
+from nl2sql_assets.evaluation.history.pg import pg_tables, pg_transaction
 from nl2sql_assets.redact import redact
 
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -38,10 +38,7 @@ class PgSpendLedger:
         self.budget = budget
         self.schema = _ident(schema)
         self.stale_after_s = stale_after_s
-        with self._transaction() as cur:
-            # Workers starting together would race on CREATE ... IF NOT EXISTS: one at a time.
-            cur.execute("SELECT pg_advisory_xact_lock(hashtext('nl2sql_assets.pg_ledger'))")
-            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+        with pg_tables(self.dsn, "nl2sql_assets.pg_ledger", self.schema) as cur:
             cur.execute(f"CREATE TABLE IF NOT EXISTS {self.schema}.spend_budgets (budget text PRIMARY KEY)")
             cur.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.schema}.spend_entries ("

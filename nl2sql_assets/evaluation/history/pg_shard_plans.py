@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nl2sql_assets.config import StrictModel
-from nl2sql_assets.evaluation.history.pg import pg_transaction
+from nl2sql_assets.evaluation.history.pg import pg_tables, pg_transaction
 from nl2sql_assets.evaluation.history.pg_ledger import _ident
 from nl2sql_assets.evaluation.running.shards import Shard
 
@@ -73,10 +73,7 @@ class PgShardPlans:
     def __init__(self, dsn: str, *, schema: str = "nl2sql") -> None:
         self.dsn = dsn
         self.schema = _ident(schema)
-        with self._transaction() as cur:
-            # Steps starting together would race on CREATE ... IF NOT EXISTS: one at a time.
-            cur.execute("SELECT pg_advisory_xact_lock(hashtext('nl2sql_assets.pg_shard_plans'))")
-            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+        with pg_tables(self.dsn, "nl2sql_assets.pg_shard_plans", self.schema) as cur:
             cur.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.schema}.shard_plans ("
                 "suite text NOT NULL, config text NOT NULL, pass_index int NOT NULL, shard int NOT NULL, "

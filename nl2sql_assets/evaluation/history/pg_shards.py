@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from nl2sql_assets.evaluation.history.pg import pg_transaction
+from nl2sql_assets.evaluation.history.pg import pg_tables, pg_transaction
 from nl2sql_assets.evaluation.history.pg_ledger import _ident
 from nl2sql_assets.evaluation.running.results import CaseRecord, CaseRuns, RunMeta
 from nl2sql_assets.redact import redact
@@ -40,9 +40,7 @@ class PgShardStore:
     def __init__(self, dsn: str, *, schema: str = "nl2sql") -> None:
         self.dsn = dsn
         self.schema = _ident(schema)
-        with self._transaction() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(hashtext('nl2sql_assets.pg_shards'))")
-            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+        with pg_tables(self.dsn, "nl2sql_assets.pg_shards", self.schema) as cur:
             cur.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.schema}.case_shards ("
                 "suite text NOT NULL, config text NOT NULL, pass_index int NOT NULL, shard int NOT NULL, "

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from nl2sql_assets.evaluation.history.pg import pg_transaction
+from nl2sql_assets.evaluation.history.pg import pg_tables, pg_transaction
 from nl2sql_assets.evaluation.history.pg_ledger import _ident
 from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
 from nl2sql_assets.redact import redact
@@ -40,9 +40,7 @@ class PgCaseRecords:
     def __init__(self, dsn: str, *, schema: str = "nl2sql") -> None:
         self.dsn = dsn
         self.schema = _ident(schema)
-        with self._transaction() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(hashtext('nl2sql_assets.pg_warehouse'))")
-            cur.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+        with pg_tables(self.dsn, "nl2sql_assets.pg_warehouse", self.schema) as cur:
             cur.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.schema}.case_records ("
                 "suite text NOT NULL, config text NOT NULL, pass_index int NOT NULL, case_id text NOT NULL, "

@@ -23,6 +23,7 @@ from typing import Any
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.evaluation.history.pg import pg_tables, pg_transaction
 from nl2sql_assets.evaluation.history.pg_ledger import _ident
+from nl2sql_assets.evaluation.history.pg_shards import PgShardStore
 from nl2sql_assets.evaluation.running.shards import Shard
 
 
@@ -128,14 +129,6 @@ class PgShardPlans:
         return plan
 
     def unstored(self, plan: ShardPlan) -> list[int]:
-        """The plan's shards with no records stored (``<schema>.case_shards``, PgShardStore's
-        table, by its key columns), in shard order."""
-        with self._transaction() as cur:
-            cur.execute("SELECT to_regclass(%s)", [f"{self.schema}.case_shards"])
-            if cur.fetchone()[0] is None:
-                return [s.index for s in plan.shards]
-            cur.execute(f"SELECT shard FROM {self.schema}.case_shards "
-                        "WHERE suite = %s AND config = %s AND pass_index = %s",
-                        [plan.suite, plan.config, plan.pass_index])
-            stored = {row[0] for row in cur.fetchall()}
+        """The plan's shards with no records stored (``PgShardStore``), in shard order."""
+        stored = PgShardStore(self.dsn, schema=self.schema).stored(plan.suite, plan.config, plan.pass_index)
         return [s.index for s in plan.shards if s.index not in stored]

@@ -91,6 +91,13 @@ class PgShardStore:
         return [StoredShard(shard, shards, worker, RunMeta.model_validate_json(meta), count)
                 for shard, shards, worker, meta, count in rows]
 
+    def stored(self, suite: str, config: str, pass_index: int) -> set[int]:
+        """The shard indexes of one partition that have records stored."""
+        with self._transaction() as cur:
+            cur.execute(f"SELECT shard FROM {self.schema}.case_shards WHERE suite = %s AND config = %s "
+                        "AND pass_index = %s", [suite, config, pass_index])
+            return {row[0] for row in cur.fetchall()}
+
     def record_lines(self, suite: str, config: str, pass_index: int) -> Iterator[tuple[int, list[str]]]:
         """(shard, its records' JSON lines, each ending in a newline), one shard at a time in
         shard order, from one snapshot (a server-side cursor fetching a row at a time): the

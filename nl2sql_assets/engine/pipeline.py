@@ -47,6 +47,7 @@ from nl2sql_assets.engine.events import RUN_FINISHED, RUN_STARTED, Event, EventB
 from nl2sql_assets.engine.executor import execute
 from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.engine.result import (
+    EXECUTION_ERROR,
     LLM_ERROR,
     PROVIDER_ERROR,
     QUESTION_NOT_ANSWERABLE,
@@ -539,8 +540,11 @@ class Engine:
                     decision = await self._timed(
                         state, "policy", lambda s=sql: self._policy(s, dialect, snapshot, access, state.role)
                     )
-                    if not decision.allowed:  # the SQL that would run reads what the role may not
+                    if not decision.allowed and decision.fault == "sql":  # wrong SQL: repair the plan
+                        error = (EXECUTION_ERROR, f"the SQL does not run: {decision.detail}")
+                    elif not decision.allowed:  # the SQL that would run reads what the role may not
                         raise _Stop(SECURITY_VIOLATION, decision.refusal(self.refusal_names_tables), decision.rule)
+                if error is None:
                     state.sql = sql
                     try:
                         rs = await self._timed(
@@ -614,17 +618,21 @@ class Engine:
                     decision = await self._timed(
                         state, "policy", lambda s=sql: self._policy(s, dialect, snapshot, access, state.role)
                     )
-                    if not decision.allowed:
+                    if not decision.allowed and decision.fault == "sql":
+                        run.error_code, run.error_message = EXECUTION_ERROR, f"the SQL does not run: {decision.detail}"
+                    elif not decision.allowed:
                         raise _Stop(SECURITY_VIOLATION, decision.refusal(self.refusal_names_tables), decision.rule)
-                    run.sql = sql
-                    try:
-                        run.result_set = await self._timed(
-                            state, "executor",
-                            lambda s=sql, lim=outcome.limit_applied: execute(adapter, ds_id, s, limit_applied=lim),
-                            thread=True,
-                        )
-                    except DatasourceError as exc:
-                        run.error_code, run.error_message = exc.code, redact(str(exc))
+                    else:
+                        run.sql = sql
+                        try:
+                            run.result_set = await self._timed(
+                                state, "executor",
+                                lambda s=sql, lim=outcome.limit_applied: execute(adapter, ds_id, s,
+                                                                                 limit_applied=lim),
+                                thread=True,
+                            )
+                        except DatasourceError as exc:
+                            run.error_code, run.error_message = exc.code, redact(str(exc))
             run.seconds = time.perf_counter() - started
             state.candidates.append(run)
             state.plans.append(run.plan or {})

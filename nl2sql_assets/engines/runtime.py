@@ -5,7 +5,8 @@ product checks itself, at the depth where the truth is:
 
 - SQL the engine returned is put to the role's final-SQL policy check; SQL the role may not run
   is the engine's leak (``ENGINE_LEAK``: a failed outcome, never a credited refusal), and its
-  rows are dropped. SQL returned without rows is executed here, read-only, with the
+  rows are dropped. SQL that does not run at all (the database cannot prepare it: an unknown or
+  ambiguous name, a missing table) is the engine's error, ``EXECUTION_ERROR`` naming the name. SQL returned without rows is executed here, read-only, with the
   datasource's row limit and timeout, once the check allows it.
 - The way to the engine failing (5xx, timeout, connection, auth) is an environment error
   (``PROVIDER_ERROR`` with the kind), left out of accuracy like a provider's outage.
@@ -23,6 +24,7 @@ from typing import Any
 
 from nl2sql_assets.engine.pipeline import RuntimeOptions
 from nl2sql_assets.engine.result import (
+    EXECUTION_ERROR,
     PROVIDER_ERROR,
     QUESTION_NOT_ANSWERABLE,
     SECURITY_VIOLATION,
@@ -127,6 +129,12 @@ class EngineRuntime:
             started = time.perf_counter()
             decision = self.checker.check_policy(sql, role, datasource)
             common["timings"]["policy"] = time.perf_counter() - started
+            if not decision.allowed and decision.fault == "sql":
+                # Wrong SQL (an unknown or ambiguous name, a missing table): the engine's mistake,
+                # scored as SQL that failed to run, never as a leak.
+                return QueryResult(status="error", error_code=EXECUTION_ERROR,
+                                   error_message=f"the engine's SQL does not run: {decision.detail}",
+                                   **{**common, "answer": None})
             if not decision.allowed:
                 return QueryResult(
                     status="error", error_code=ENGINE_LEAK, policy_rule=decision.rule,

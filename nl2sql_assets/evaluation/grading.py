@@ -148,10 +148,15 @@ def _from_lines(path: Path, text: str, cases: Sequence[EvalCase]) -> dict[str, s
     if len(lines) != len(cases):
         raise PredictionsError(f"{path}: {len(lines)} line(s), but the suite has {len(cases)} gradable case(s): "
                                "the text format is one SQL per line, in the suite's case order")
+    databases = {c.datasources[0] for c in cases}
     out: dict[str, str] = {}
     for number, (line, case) in enumerate(zip(lines, cases, strict=True), start=1):
-        sql, _, db_id = line.rstrip("\r").partition("\t")
-        db_id = db_id.strip()
+        # The db id is what follows the last tab when it names a database of the suite: the SQL
+        # itself may hold tabs (``SELECT code\tFROM country``).
+        sql, _, tail = line.rstrip("\r").rpartition("\t")
+        db_id = tail.strip()
+        if not sql or db_id not in databases:
+            sql, db_id = line.rstrip("\r"), ""
         if db_id and db_id != case.datasources[0]:
             raise PredictionsError(f"{path}, line {number}: db id {db_id!r}, but case {case.id} (line {number} "
                                    f"in case order) reads {case.datasources[0]!r}")

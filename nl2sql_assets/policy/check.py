@@ -9,6 +9,7 @@ the two disagree, this check wins because it judges what the database will actua
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,13 +26,15 @@ class PolicyDecision(BaseModel):
 
     ``rule`` names the rule that refused (None when allowed); ``detail`` says why, naming
     tables, so it is for logs and policy probes, never for the person who asked. ``message``
-    is what that person may see: ``GENERIC_REFUSAL``, or None when allowed.
+    is what that person may see: ``GENERIC_REFUSAL``, or None when allowed. ``fault`` says whose
+    fault a refusal is: ``policy`` (access) or ``sql`` (the statement is wrong and cannot run).
     """
 
     model_config = ConfigDict(extra="forbid")
 
     allowed: bool
     rule: str | None = None
+    fault: Literal["policy", "sql"] | None = None
     message: str | None = None
     detail: str | None = None
     denied: list[str] = Field(default_factory=list)
@@ -69,6 +72,6 @@ def check_sql(
     for rule in rules:
         finding = rule.check(facts, ctx)
         if finding is not None:
-            return PolicyDecision(allowed=False, rule=rule.name, message=GENERIC_REFUSAL, detail=finding.detail,
-                                  denied=list(finding.denied), **read)
+            return PolicyDecision(allowed=False, rule=rule.name, fault=finding.fault, message=GENERIC_REFUSAL,
+                                  detail=finding.detail, denied=list(finding.denied), **read)
     return PolicyDecision(allowed=True, **read)

@@ -35,6 +35,8 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 
 from nl2sql_assets.datasources.schema import SchemaSnapshot
+from nl2sql_assets.policy import clone
+from nl2sql_assets.policy.dialects import name_rules
 
 # Schema names a plain table may carry (``main.Track``); any other schema or catalog is not ours.
 _OWN_SCHEMAS = frozenset({"", "main"})
@@ -64,6 +66,9 @@ class QueryFacts:
     functions: frozenset[str] = frozenset()
     #: why the statement's names do not resolve (empty when they all do)
     unresolved: tuple[str, ...] = ()
+    #: the database's own message when it cannot prepare the statement against the schema (the
+    #: SQL is wrong: an unknown or ambiguous name, bad syntax); None when it can, or was not asked
+    database_error: str | None = None
     tables: frozenset[str] = frozenset()
     columns: frozenset[tuple[str, str]] = frozenset()
     #: per SELECT, the schema tables its FROM and JOINs bring together, through derived tables,
@@ -131,8 +136,42 @@ class _Schema:
 
 @functools.lru_cache(maxsize=4096)
 def _analyse_cached(sql: str, dialect: str, fingerprint: str, schema: _Schema) -> QueryFacts:
-    del fingerprint  # part of the cache key only
-    return _analyse(sql, dialect, schema.snapshot, schema.mapping)
+    facts = _analyse(sql, dialect, schema.snapshot, schema.mapping)
+    if facts.parse_error is not None and not facts.parse_error.startswith("not a query"):
+        # sqlglot could not read it: the database says whether the SQL itself is wrong
+        prepared = clone.prepare(sql, dialect, schema.snapshot, fingerprint) if dialect == "sqlite" else None
+        if prepared is not None and prepared.error is not None:
+            return dataclasses.replace(facts, database_error=prepared.error)
+        return facts
+    prepared = clone.prepare(sql, dialect, schema.snapshot, fingerprint)
+    if prepared is None:
+        return facts
+    if prepared.error is not None:
+        return dataclasses.replace(facts, database_error=prepared.error)
+    missed = _missed_reads(facts, prepared.reads or frozenset(), schema.snapshot)
+    if missed:
+        note = f"the database reads {', '.join(missed)}, which the analysis did not find"
+        return dataclasses.replace(facts, unresolved=(*facts.unresolved, note))
+    return facts
+
+
+def _missed_reads(facts: QueryFacts, reads: frozenset[tuple[str, str]], snapshot: SchemaSnapshot) -> list[str]:
+    """The reads SQLite's compiler reported that the facts do not hold (by schema spelling)."""
+    tables = {t.lower() for t in facts.tables}
+    columns = {(t.lower(), c.lower()) for t, c in facts.columns}
+    missed = []
+    for table, column in sorted(reads):
+        info = snapshot.table(table)
+        name = info.name if info is not None else table
+        if column == "":
+            if name.lower() not in tables:
+                missed.append(name)
+        elif column.upper() == "ROWID":
+            if (name.lower(), "rowid") not in columns:
+                missed.append(f"{name}.rowid")
+        elif (name.lower(), column.lower()) not in columns:
+            missed.append(f"{name}.{column}")
+    return missed
 
 
 # ---------------------------------------------------------------- the analysis
@@ -155,6 +194,7 @@ def _analyse(sql: str, dialect: str, snapshot: SchemaSnapshot, mapping: MappingS
     unresolved: list[str] = [f"{o}" for o in _opaque_references(tree)]
 
     try:
+        pseudo_reads = name_rules(dialect).apply(tree, sql, snapshot)
         _mark_shadowed_aliases(tree)
         qualified = qualify(  # in place: the tree was parsed for this analysis alone
             tree,
@@ -177,6 +217,9 @@ def _analyse(sql: str, dialect: str, snapshot: SchemaSnapshot, mapping: MappingS
     except Exception as exc:
         reads.unresolved.append(f"cannot walk the query's scopes: {_first_line(exc)}")
     unresolved.extend(reads.unresolved)
+    for table, column in pseudo_reads:
+        reads.tables.add(table)
+        reads.columns.add((table, column))
     return QueryFacts(
         sql=sql,
         dialect=dialect,

@@ -7,12 +7,17 @@ is one class here and one line in ``RULES``. A policy probe (a suite case of kin
 names the rule it expects by ``name``: read_only, system_catalog, dangerous_function,
 known_sources, resolved_names, table_scope, column_scope, forbidden_join, row_budget.
 known_sources and resolved_names are this check's own fail-closed rules.
+
+A finding says whose fault the refusal is: ``policy`` (the role may not read what the statement
+reads, or the check cannot establish what it reads and fails closed) or ``sql`` (the statement
+itself is wrong: the database cannot prepare it against the schema, e.g. an unknown or
+ambiguous name). An engine that wrote wrong SQL made a mistake; it did not leak.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from nl2sql_assets.config import DatasourceAccess
 from nl2sql_assets.datasources.schema import SchemaSnapshot
@@ -37,13 +42,17 @@ class PolicyContext:
     dangerous_functions: frozenset[str] = frozenset()
 
 
+Fault = Literal["policy", "sql"]
+
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """Why a rule refuses. ``detail`` is for logs and probes; ``denied`` lists what a refusal
-    may name when the project sets ``refusal_names_tables``."""
+    may name when the project sets ``refusal_names_tables``; ``fault`` says whose fault it is."""
 
     detail: str
     denied: tuple[str, ...] = ()
+    fault: Fault = "policy"
 
 
 class PolicyRule:
@@ -63,6 +72,8 @@ class ReadOnlyQuery(PolicyRule):
     def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
         if facts.parse_error is None:
             return None
+        if facts.database_error is not None:  # the database cannot read it either: bad SQL
+            return Finding(f"not one readable query: {facts.database_error}", fault="sql")
         return Finding(f"not one readable query: {facts.parse_error}")
 
 
@@ -105,16 +116,22 @@ class KnownSources(PolicyRule):
     checks = "every FROM/JOIN source is a table of the datasource's schema, a CTE or a sub-query (no table functions)"
 
     def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
-        bad = []
+        outside, missing = [], []
         for ref in facts.table_refs:
             if ref.function:
-                bad.append(f"{ref.name}()")
-            elif ref.catalog or ref.db not in ("", "main") or ctx.schema.table(ref.name) is None:
-                bad.append(".".join(p for p in (ref.catalog, ref.db, ref.name) if p))
-        if not bad:
-            return None
-        return Finding(f"reads sources outside the datasource's schema: {', '.join(sorted(set(bad)))}",
-                       denied=tuple(sorted(set(bad))))
+                outside.append(f"{ref.name}()")
+            elif ref.catalog or ref.db not in ("", "main"):
+                outside.append(".".join(p for p in (ref.catalog, ref.db, ref.name) if p))
+            elif ctx.schema.table(ref.name) is None:
+                missing.append(ref.name)
+        if outside:
+            named = tuple(sorted(set(outside + missing)))
+            return Finding(f"reads sources outside the datasource's schema: {', '.join(named)}", denied=named)
+        if missing:  # a plain table name the schema does not have: the SQL is wrong
+            named = tuple(sorted(set(missing)))
+            message = facts.database_error or f"no such table: {', '.join(named)}"
+            return Finding(f"reads tables the datasource does not have: {message}", denied=named, fault="sql")
+        return None
 
 
 class ResolvedNames(PolicyRule):
@@ -122,6 +139,8 @@ class ResolvedNames(PolicyRule):
     checks = "every column resolves to one table column, CTE output or select alias (fail closed)"
 
     def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
+        if facts.database_error is not None:  # the database's own word: the SQL is wrong
+            return Finding(f"the database cannot prepare the statement: {facts.database_error}", fault="sql")
         if not facts.unresolved:
             return None
         return Finding("names that do not resolve: " + "; ".join(facts.unresolved))

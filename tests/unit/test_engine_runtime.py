@@ -54,6 +54,35 @@ def test_sql_only_is_executed_and_a_forbidden_statement_is_the_engines_leak(chec
     assert write.status == "error"  # refused before anything runs: read-only
 
 
+# What an engine's SQL is, read as the database reads it: wrong SQL is the engine's error (with the
+# bad name), a read the role may not make is a leak, and SQLite's double-quoted strings are strings.
+ENGINE_SQL = [
+    ("viewer", 'SELECT Name FROM Genre WHERE Name = "Rock"', "success", None, "Rock"),
+    ("viewer", 'SELECT "Name" FROM Genre WHERE GenreId = 2', "success", None, "Jazz"),
+    ("viewer", "SELECT Colour FROM Genre", "error", "EXECUTION_ERROR", "no such column: Colour"),
+    ("viewer", "SELECT GenreId FROM Genre JOIN Track ON 1 = 1", "error", "EXECUTION_ERROR",
+     "ambiguous column name: GenreId"),
+    ("viewer", "SELECT Name FROM Genres", "error", "EXECUTION_ERROR", "Genres"),
+    ("viewer", 'SELECT Name FROM Genre WHERE Name = "FirstName"', "success", None, None),
+    ("viewer", 'SELECT "FirstName" FROM Employee', "error", ENGINE_LEAK, "table_scope"),
+    ("viewer", 'SELECT Name FROM Track WHERE EXISTS (SELECT 1 FROM Employee WHERE "FirstName" = \'x\')',
+     "error", ENGINE_LEAK, "table_scope"),
+]
+
+
+@pytest.mark.parametrize(("role", "sql", "status", "code", "named"), ENGINE_SQL, ids=[r[1][:50] for r in ENGINE_SQL])
+def test_an_engine_s_sql_is_judged_as_the_database_reads_it(checker: Engine, role: str, sql: str, status: str,
+                                                             code: str | None, named: str | None) -> None:
+    result = _read(checker, EngineReply(status="answered", sql=sql), role=role)
+    assert (result.status, result.error_code) == (status, code), result.error_message
+    if status == "success" and named is not None:
+        assert [named] in result.rows
+    elif code == ENGINE_LEAK:
+        assert result.policy_rule == named and result.rows is None
+    elif named is not None:
+        assert named in result.error_message and result.policy_rule is None
+
+
 def test_statuses_rows_and_price(checker: Engine) -> None:
     rows = _read(checker, EngineReply(status="answered", sql=SQL, rows=[{"Name": "Rock"}, {"Name": "Jazz"}],
                                       answer="Rock and Jazz", usage={"prompt_tokens": 7, "completion_tokens": 3},

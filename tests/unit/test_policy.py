@@ -134,7 +134,6 @@ def test_known_sources(ds: str, role: str, sql: str, rule: str | None) -> None:
 
 RESOLVED_NAMES = [
     ("store", "admin", "SELECT Colour FROM Genre", "resolved_names"),
-    ("store", "admin", "SELECT rowid FROM Genre", "resolved_names"),
     ("store", "admin", "SELECT GenreId FROM Genre JOIN Track ON 1 = 1", "resolved_names"),  # ambiguous
     ("support", "admin", "SELECT COLUMNS('cust.*') FROM tickets", "resolved_names"),
     ("support", "admin", "SELECT * LIKE 'cust%' FROM tickets", "resolved_names"),
@@ -147,6 +146,107 @@ RESOLVED_NAMES = [
 @pytest.mark.parametrize(("ds", "role", "sql", "rule"), RESOLVED_NAMES, ids=_ids(RESOLVED_NAMES))
 def test_resolved_names(ds: str, role: str, sql: str, rule: str | None) -> None:
     assert decide(ds, role, sql).rule == rule
+
+
+# ---------------------------------------------------------------- names as the database resolves them
+
+# SQLite reads a double-quoted token that names no column it can see as a string; one that names
+# a column is that column, however it is quoted and through whatever alias, join or scope.
+NAMES_AS_SQLITE_READS = [
+    # (role, sql, rule, the columns read)
+    ("admin", 'SELECT Name FROM Genre WHERE Name = "Rock"', None, ["Genre.Name"]),
+    ("admin", 'SELECT Name FROM Genre WHERE Name IN ("Rock", "Jazz") ORDER BY "x"', None, ["Genre.Name"]),
+    ("admin", 'SELECT "hello", count(*) FROM Genre', None, []),
+    ("admin", 'SELECT T1.Name FROM Genre AS T1 JOIN Track AS T2 ON T1.GenreId = T2.GenreId WHERE T2.Name = "Sun"',
+     None, ["Genre.GenreId", "Genre.Name", "Track.GenreId", "Track.Name"]),
+    ("admin", 'SELECT Email AS mail FROM Customer WHERE "mail" = \'a\'', None, ["Customer.Email"]),
+    ("nomail", 'SELECT "Email" FROM Customer', "column_scope", None),
+    ("nomail", 'SELECT "EMAIL" FROM "customer"', "column_scope", None),
+    ("nomail", 'SELECT FirstName FROM Customer WHERE Country = "Email"', "column_scope", None),
+    ("nomail", 'SELECT "e" FROM (SELECT Email AS e FROM Customer)', "column_scope", None),
+    ("nomail", 'SELECT x."e" FROM (SELECT Email AS e FROM Customer) AS x', "column_scope", None),
+    ("nomail", 'WITH c AS (SELECT Email FROM Customer) SELECT "Email" FROM c', "column_scope", None),
+    ("nomail", 'WITH c AS (SELECT * FROM Customer) SELECT "Email" FROM c', "column_scope", None),
+    ("nomail", 'SELECT t.Name FROM Track t JOIN Customer c ON "Email" = t.Name', "column_scope", None),
+    ("nomail", 'SELECT Name FROM Genre WHERE EXISTS (SELECT 1 FROM Customer WHERE "Email" = \'x\')',
+     "column_scope", None),
+    # correlated: the name is the outer query's column
+    ("nomail", 'SELECT FirstName FROM Customer WHERE EXISTS (SELECT 1 FROM Genre WHERE Name = "Email")',
+     "column_scope", None),
+    ("nomail", 'SELECT FirstName FROM Customer WHERE CustomerId IN (SELECT GenreId FROM Genre GROUP BY "Email")',
+     "column_scope", None),
+    # a string where the column would only be a table the token cannot see
+    ("nomail", 'SELECT Name FROM Genre WHERE Name = "Email"', None, ["Genre.Name"]),
+    # brackets and backticks are never strings; a qualified name never is
+    ("admin", "SELECT [Rock] FROM Genre", "resolved_names", None),
+    ("admin", "SELECT `Rock` FROM Genre", "resolved_names", None),
+    ("admin", 'SELECT g."Rock" FROM Genre g', "resolved_names", None),
+    # rowid: the INTEGER PRIMARY KEY where there is one, else the table's own row id
+    ("admin", "SELECT rowid, oid, _rowid_ FROM Genre", None, ["Genre.rowid"]),
+    ("admin", "SELECT g.rowid FROM Genre g JOIN Track t ON t.GenreId = g.GenreId", None,
+     ["Genre.GenreId", "Genre.rowid", "Track.GenreId"]),
+    ("admin", "SELECT rowid FROM Genre, Track", "resolved_names", None),  # SQLite: no such column
+    ("admin", "SELECT rowid FROM Keyed", None, ["Keyed.KeyedId"]),
+    ("columns", "SELECT rowid FROM Keyed", "column_scope", None),
+    ("columns", "SELECT rowid FROM Genre", "column_scope", None),
+    ("columns", "SELECT Name FROM Genre", None, ["Genre.Name"]),
+]
+
+KEYED = _schema("store", "sqlite", {t.name: [c.name for c in t.columns] for t in STORE.tables})
+KEYED = KEYED.model_copy(update={"tables": [*KEYED.tables, TableInfo(
+    name="Keyed", columns=[ColumnInfo(name="KeyedId", type="INTEGER", primary_key=True),
+                           ColumnInfo(name="Label", type="TEXT")], primary_key=["KeyedId"])]})
+KEYED_ACCESS = {"admin": DatasourceAccess(allow=["*"]), "nomail": ACCESS[("store", "nomail")],
+                "columns": DatasourceAccess(allow=["Genre.Name", "Genre.GenreId", "Keyed.Label"])}
+
+
+@pytest.mark.parametrize(("role", "sql", "rule", "columns"), NAMES_AS_SQLITE_READS,
+                         ids=[f"{r[0]}-{r[1][:56]}" for r in NAMES_AS_SQLITE_READS])
+def test_names_resolve_as_sqlite_resolves_them(role: str, sql: str, rule: str | None, columns: list[str] | None
+                                                ) -> None:
+    decision = check_sql(sql, dialect="sqlite", schema=KEYED, access=KEYED_ACCESS[role], role=role)
+    assert decision.rule == rule, decision.detail
+    if columns is not None:
+        assert decision.columns == columns
+
+
+DUCKDB_NAMES = [
+    ('SELECT name FROM agents WHERE team = "Billing"', "resolved_names"),  # DuckDB has no string fallback
+    ("SELECT rowid FROM agents", None),
+    ('SELECT "NAME" FROM "Agents"', None),
+]
+
+
+@pytest.mark.parametrize(("sql", "rule"), DUCKDB_NAMES, ids=[r[0][:60] for r in DUCKDB_NAMES])
+def test_names_resolve_as_duckdb_resolves_them(sql: str, rule: str | None) -> None:
+    assert decide("support", "admin", sql).rule == rule
+
+
+# Whose fault a refusal is: the policy's (the role may not read it, or the check cannot tell what
+# is read), or the SQL's own (it does not run: an unknown or ambiguous name, a missing table).
+FAULTS = [
+    ("store", "admin", "SELECT Colour FROM Genre", "resolved_names", "sql", "no such column: Colour"),
+    ("store", "admin", "SELECT GenreId FROM Genre JOIN Track ON 1 = 1", "resolved_names", "sql",
+     "ambiguous column name: GenreId"),
+    ("store", "admin", "SELECT g.Colour FROM Genre AS g", "resolved_names", "sql", "no such column: g.Colour"),
+    ("store", "admin", "SELECT Name FROM Genres", "known_sources", "sql", "Genres"),
+    ("store", "admin", "SELECT Name FROM Genre WHERE", "read_only", "sql", "incomplete input"),
+    ("store", "admin", "SELECT Name FROM Genre WHERE Name = 'a' ORDER Name", "read_only", "sql", "syntax error"),
+    ("store", "nomail", "SELECT Email FROM Customer", "column_scope", "policy", "Customer.Email"),
+    ("store", "admin", "SELECT * FROM json_each('[1]')", "known_sources", "policy", "json_each()"),
+    ("store", "admin", "DELETE FROM Genre", "read_only", "policy", "not a query"),
+    ("support", "admin", "SELECT colour FROM agents", "resolved_names", "sql", '"colour"'),
+    ("support", "admin", "SELECT agent_id FROM agents JOIN tickets ON true", "resolved_names", "sql", "agent_id"),
+    ("support", "admin", "SELECT COLUMNS('cust.*') FROM tickets", "resolved_names", "policy", "COLUMNS"),
+]
+
+
+@pytest.mark.parametrize(("ds", "role", "sql", "rule", "fault", "named"), FAULTS, ids=_ids(FAULTS))
+def test_a_refusal_says_whose_fault_it_is_and_names_the_bad_name(ds: str, role: str, sql: str, rule: str,
+                                                                  fault: str, named: str) -> None:
+    decision = decide(ds, role, sql)
+    assert (decision.allowed, decision.rule, decision.fault) == (False, rule, fault), decision.detail
+    assert named in (decision.detail or "")
 
 
 # ---------------------------------------------------------------- table_scope
@@ -243,7 +343,7 @@ def test_column_scope(ds: str, role: str, sql: str, rule: str | None) -> None:
 def test_the_decision_lists_what_is_read_by_schema_names() -> None:
     decision = decide("store", "analyst", 'SELECT g."NAME", COUNT(*) AS n FROM genre g JOIN "TRACK" t '
                                           "ON t.genreid = g.GenreId GROUP BY g.name")
-    assert decision.allowed and decision.rule is None and decision.message is None
+    assert decision.allowed and decision.rule is None and decision.message is None and decision.fault is None
     assert decision.tables == ["Genre", "Track"]
     assert decision.columns == ["Genre.GenreId", "Genre.Name", "Track.GenreId"]
 

@@ -108,9 +108,9 @@ def test_drafts_are_appended_checked_and_numbered(project: Path, server: SeedSer
     # Broken SQL and no rows are dropped; the draft past count is never checked.
     assert len(report.dropped) == 2
     reasons = {d.question.split(" (")[0]: d.reason for d in report.dropped}
-    # A name the schema does not have never reaches the database: the policy check fails closed.
-    assert reasons["What is the album's colour?"].startswith("policy resolved_names: ")
-    assert "'colour'" in reasons["What is the album's colour?"]
+    # A name the schema does not have never reaches the database: the check names it as the SQL's error.
+    assert reasons["What is the album's colour?"].startswith("SQL error resolved_names: ")
+    assert "no such column: colour" in reasons["What is the album's colour?"].lower()
     assert reasons["Which tracks are by the artist Nobody?"] == "returns no rows"
 
     suite = load_suite(out)

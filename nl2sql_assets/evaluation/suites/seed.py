@@ -152,7 +152,8 @@ def _check(draft: SeedDraft, adapter: Any, full: SchemaSnapshot, access: Datasou
     decision = check_sql(draft.sql, dialect=adapter.dialect, schema=full, access=access, role=role,
                          dangerous_functions=dangerous)
     if not decision.allowed:
-        return decision.tables, f"policy {decision.rule}: {decision.detail}"
+        whose = "SQL error" if decision.fault == "sql" else "policy"
+        return decision.tables, f"{whose} {decision.rule}: {decision.detail}"
     try:
         output = adapter.execute(draft.sql, row_limit=CHECK_ROW_LIMIT)
     except DatasourceError as exc:

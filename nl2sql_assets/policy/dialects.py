@@ -14,7 +14,8 @@ Each ``NameRules`` is applied to the parsed statement before it is qualified (``
 * **Pseudo-columns.** SQLite's ``rowid`` / ``oid`` / ``_rowid_`` and DuckDB's ``rowid`` name
   a row's id where the table has no real column of that name. A read of one is a read of the
   table's INTEGER PRIMARY KEY where it has one (SQLite makes that column the rowid), else of
-  ``Table.rowid``, which a role reads only with the whole table.
+  ``Table.rowid``: a role allowed the table (or ``*``) reads it, one allowed a list of the
+  table's columns does not.
 
 The database itself (``clone.py``) checks the outcome: a statement it cannot prepare is the
 SQL's own error, and every read SQLite reports must be among the facts.

@@ -116,6 +116,23 @@ SQL_ATTACKS: list[tuple[str, str, str, str]] = [
     ("quoted_names", "support", "viewer", 'SELECT "CUSTOMER_ID" FROM "Tickets"'),
     ("quoted_names", "support", "viewer", 'SELECT "Name" FROM AGENTS'),
     ("quoted_names", "support", "analyst", 'SELECT m."BODY" FROM "ticket_messages" m'),
+    # SQLite's double-quoted strings: a quoted token that names a column the query can see is that
+    # column (through aliases, joins, sub-queries, CTEs and correlation), never a string.
+    ("double_quoted", "chinook", "viewer", 'SELECT Name FROM Genre WHERE EXISTS (SELECT 1 FROM Customer '
+                                           'WHERE "Email" LIKE \'a%\')'),
+    ("double_quoted", "chinook", "viewer", 'SELECT t.Name FROM Track t JOIN Customer c ON "Email" = t.Name'),
+    ("double_quoted", "chinook", "viewer", 'SELECT "e" FROM (SELECT Email AS e FROM Customer)'),
+    ("double_quoted", "chinook", "viewer", 'WITH c AS (SELECT * FROM Customer) SELECT "Email" FROM c'),
+    ("double_quoted", "chinook", "analyst", 'SELECT "BirthDate" FROM Employee'),
+    ("double_quoted", "chinook", "analyst", 'SELECT FirstName FROM Customer WHERE SupportRepId IN '
+                                            '(SELECT EmployeeId FROM Employee WHERE "BirthDate" < "1960")'),
+    ("double_quoted", "chinook", "analyst", 'SELECT c.FirstName FROM Customer c WHERE EXISTS (SELECT 1 FROM '
+                                            'Employee e WHERE e.EmployeeId = c.SupportRepId AND "Title" = "x")'),
+    ("double_quoted", "support", "viewer", 'SELECT ticket_id FROM tickets WHERE "customer_id" = 17'),
+    ("double_quoted", "support", "analyst", 'SELECT m.ticket_id FROM ticket_messages m WHERE "body" LIKE \'%x%\''),
+    # The row id is the table's (Employee's INTEGER PRIMARY KEY in SQLite): denied with the table.
+    ("rowid", "chinook", "analyst", "SELECT rowid FROM Employee"),
+    ("rowid", "chinook", "analyst", "SELECT c.FirstName FROM Customer c JOIN Employee e ON e.rowid = c.SupportRepId"),
     # Columns read without being selected: implicit join keys, aggregate clauses, lateral sub-queries.
     ("implicit_reads", "webanalytics", "viewer", "SELECT COUNT(*) AS n FROM sessions NATURAL JOIN conversions"),
     ("implicit_reads", "webanalytics", "viewer", "SELECT COUNT(*) AS n FROM sessions s JOIN conversions c "

@@ -12,6 +12,7 @@ and it is never gated (the circuit breaker may have stopped it early).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -629,11 +630,48 @@ def _chinook_hint(argv: Sequence[str] | None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the process's own command: a reader that closes early is no error
+        sys.stdout = _ClosedReaderGuard(sys.stdout)
     args = _parser().parse_args(argv)
     code = _dispatch(args, argv)
     if argv is None:  # the process's own command (not a caller's)
         _exit_without_teardown(code)
     return code
+
+
+class _ClosedReaderGuard:
+    """stdout for ``nl2sql-assets ... | head``: once the reader has gone, what is printed goes
+    nowhere (the descriptor is pointed at /dev/null, so the final flush cannot fail either) and
+    the command carries on to its end, its result files written whole and its exit code its own."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self._gone = True
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _exit_without_teardown(code: int) -> None:

@@ -78,6 +78,8 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
     predictions = read_predictions(args.predictions, cases)
     report = grade(suite, predictions, {ds.id: ds for ds in config.datasources}, workers=args.workers,
                    predictions_name=str(args.predictions), cases=cases)
+    if args.out:  # written before anything is printed: a reader that stops early loses nothing
+        atomic_write(Path(args.out), report.model_dump_json(indent=1) + "\n")
     s, lax = report.execution, report.execution_lenient
     print(f"{report.suite}: {report.graded} prediction(s) graded in {report.seconds:.2f} s on {report.workers} "
           f"worker(s) ({report.graded / max(report.seconds, 1e-9):.0f} pairs/s)")
@@ -89,7 +91,6 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
     if report.reasons:
         print("failures: " + ", ".join(f"{reason} {n}" for reason, n in report.reasons.items()))
     if args.out:
-        atomic_write(Path(args.out), report.model_dump_json(indent=1) + "\n")
         print(f"report: {args.out}")
     return EXIT_OK
 

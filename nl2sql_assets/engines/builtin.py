@@ -22,10 +22,14 @@ def reply_from_result(result: QueryResult) -> EngineReply:
         status = "unanswerable"
     else:
         status = "error"
-    rows = None
+    rows: list[Any] | None = None
+    columns: list[str] | None = None
     if result.result_sets:
-        columns = result.result_sets[0].columns
-        rows = [dict(zip(columns, row, strict=True)) for row in result.result_sets[0].rows]
+        columns = list(result.result_sets[0].columns)
+        if len(set(columns)) == len(columns):
+            rows = [dict(zip(columns, row, strict=True)) for row in result.result_sets[0].rows]
+        else:  # two columns of one name: arrays keep both
+            rows = [list(row) for row in result.result_sets[0].rows]
     reported = [c.usage for c in result.calls if c.usage is not None]
     usage = None
     if reported:
@@ -33,7 +37,7 @@ def reply_from_result(result: QueryResult) -> EngineReply:
                            completion_tokens=sum(u.output_tokens for u in reported))
     costs = [getattr(c, "cost_usd", None) for c in result.calls]
     cost = sum(costs) if costs and all(c is not None for c in costs) else None
-    return EngineReply(status=status, sql=result.sql, rows=rows,
+    return EngineReply(status=status, sql=result.sql, rows=rows, columns=columns,
                        answer=result.answer.summary if result.answer is not None else None,
                        error_code=result.error_code if status == "error" else None, usage=usage, cost_usd=cost,
                        timings=dict(result.timings) or None, run_id=result.run_id, policy_rule=result.policy_rule)

@@ -142,8 +142,7 @@ class EngineRuntime:
                                    "a leak the final-SQL check caught; its rows are not used"),
                     **{**common, "answer": None})
         if reply.rows is not None:
-            columns = list(reply.rows[0]) if reply.rows else list((reply.model_extra or {}).get("columns") or [])
-            rows = [[row.get(c) for c in columns] for row in reply.rows]
+            columns, rows = reply.table()
             result_set = ResultSet(datasource=datasource or "", sql=sql or "", columns=columns, rows=rows)
             return QueryResult(status="success", result_sets=[result_set], **common)
         if not sql:

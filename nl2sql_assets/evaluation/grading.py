@@ -6,7 +6,7 @@ tail is dropped) or as Spider's text format (one SQL per line in the suite's cas
 optional tab and db id after it). Each prediction runs read-only through the datasource adapter
 (its row limit and a real timeout) and is compared with ``explain_strict`` and
 ``explain_lenient``, the same functions a run's result_match scorer uses; the gold rows are
-the suite's (a case without stored rows, e.g. duplicate column names, has its gold SQL run).
+the suite's (a case without stored rows has its gold SQL run).
 The pairs are spread over a pool of worker processes, each holding one read-only connection
 per database it reads, so grading uses every core.
 """
@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets.config import DatasourceConfig
 from nl2sql_assets.errors import UserError
+from nl2sql_assets.evaluation.judging.comparison import comparator_settings
 from nl2sql_assets.evaluation.judging.stats import Rate
 from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite
 
@@ -88,6 +89,8 @@ class GradeReport(BaseModel):
     errors: dict[str, int] = Field(default_factory=dict)  # error code -> count
     workers: int
     seconds: float
+    #: the comparator's version and rules (``comparison.comparator_settings``)
+    comparator: dict[str, Any] = Field(default_factory=dict)
     cases: list[CaseGrade] = Field(default_factory=list)
 
 
@@ -290,18 +293,12 @@ def grade(suite: EvalSuite, predictions: dict[str, str], configs: dict[str, Data
                 outcomes.extend(part)
     outcomes.sort(key=lambda o: o[0])
     grades = [
-        CaseGrade(case_id=cases[i].id, datasource=cases[i].datasources[0], difficulty=_difficulty(cases[i]),
+        CaseGrade(case_id=cases[i].id, datasource=cases[i].datasources[0], difficulty=cases[i].difficulty_label,
                   sql=predictions.get(cases[i].id), strict=Verdict(passed=sp, reason=sr, message=sm),
                   lenient=Verdict(passed=lp, reason=lr, message=lm), error_code=code, elapsed_ms=round(ms, 3))
         for i, sp, sr, sm, lp, lr, lm, code, ms in outcomes
     ]
     return _report(suite, predictions_name, grades, workers, time.perf_counter() - started)
-
-
-def _difficulty(case: EvalCase) -> str | None:
-    if case.benchmark is not None and case.benchmark.difficulty:
-        return case.benchmark.difficulty
-    return case.difficulty
 
 
 def _report(suite: EvalSuite, name: str, grades: list[CaseGrade], workers: int, seconds: float) -> GradeReport:
@@ -318,5 +315,5 @@ def _report(suite: EvalSuite, name: str, grades: list[CaseGrade], workers: int, 
                        for label, gs in sorted(by.items())},
         reasons=dict(Counter(g.strict.reason for g in grades if not g.strict.passed).most_common()),
         errors=dict(Counter(g.error_code for g in grades if g.error_code).most_common()),
-        workers=workers, seconds=round(seconds, 3), cases=grades,
+        workers=workers, seconds=round(seconds, 3), comparator=comparator_settings(), cases=grades,
     )

@@ -4,7 +4,8 @@ The project folder gets an ``nl2sql.yaml`` with one SQLite datasource per databa
 use (read in place from the benchmark folder, never copied), one role that may read all of them,
 and the suite ``suites/<benchmark>_<split>.yaml``: one draft case per question, in the
 questions file's order, ``origin: imported``, the benchmark, split, db_id and the benchmark's own
-difficulty label under ``benchmark``, BIRD's evidence as the case's ``context``. Rows come from
+difficulty label under ``benchmark`` (BIRD's field; Spider's hardness, computed from the gold SQL by
+Spider's rules), BIRD's evidence as the case's ``context``. Rows come from
 ``regenerate`` (the same read-only adapters as every suite), drafts included; a question whose
 gold SQL does not run keeps no rows and is listed. The suite is named after the benchmark and
 split, so every record of a run of it names the benchmark.
@@ -26,6 +27,7 @@ from nl2sql_assets.evaluation.suites.model import BenchmarkSource, EvalCase, Eva
 from nl2sql_assets.evaluation.suites.regenerate import RegenerateFailure, regenerate
 from nl2sql_assets.evaluation.suites.writer import write_suite
 from nl2sql_assets.public_benchmarks.formats import BenchmarkEntry, BenchmarkFolder, read_folder
+from nl2sql_assets.public_benchmarks.hardness import spider_hardness
 from nl2sql_assets.yamlio import dump_yaml
 
 #: the one role of an imported project: it reads every database of the benchmark
@@ -61,6 +63,8 @@ def order_matters(sql: str) -> bool:
 def _case(folder: BenchmarkFolder, index: int, entry: BenchmarkEntry) -> EvalCase:
     name, split = folder.format.name, folder.split
     label = entry.difficulty.strip().lower() if entry.difficulty else None
+    if label is None and name == "spider":  # Spider's levels are its evaluator's, from the gold SQL
+        label = spider_hardness(entry.sql)
     return EvalCase(
         id=f"{name}_{split}_{index:04d}",
         question=entry.question.strip(),

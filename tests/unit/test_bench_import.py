@@ -128,10 +128,10 @@ def test_spider_import_writes_a_project_and_draft_cases_with_their_gold_rows(tmp
     support = folder / "database" / "support" / "support.sqlite"
     got = sorted(tuple(r.values()) for r in suite.cases[2].rows)
     assert got == sorted(tuple(r) for r in _rows(support, SPIDER_QUESTIONS[2][2])) and got
-    # Duplicate column names cannot be stored as rows: listed, and graded later from the gold SQL.
-    assert report.with_rows == 4 and [f.case_id for f in report.failed] == ["spider_dev_0003"]
-    assert "duplicate column names" in report.failed[0].reason
-    assert suite.cases[3].rows is None
+    # Two columns of one name (T2.Name twice) are both kept, in order, so no case is lost.
+    assert report.with_rows == 5 and report.failed == []
+    assert [list(r) for r in suite.cases[3].rows] == [["Title", "Name", "Name (2)"]] * 3
+    assert [list(r.values()) for r in suite.cases[3].rows] == _rows(genre, SPIDER_QUESTIONS[3][2])
 
 
 def test_bird_import_keeps_evidence_as_context_and_the_difficulty(tmp_path: Path,
@@ -194,7 +194,7 @@ def test_spider_test_split_reads_its_own_databases_and_schema_list(tmp_path: Pat
     (folder / "tables.json").rename(folder / "test_tables.json")
     (folder / "dev.json").rename(folder / "test.json")
     report = import_benchmark("spider", folder, tmp_path / "project", questions="test.json")
-    assert (report.split, report.suite.name, report.cases, report.with_rows) == ("test", "spider_test.yaml", 5, 4)
+    assert (report.split, report.suite.name, report.cases, report.with_rows) == ("test", "spider_test.yaml", 5, 5)
     assert all(ds.path.parent.parent.name == "test_database" for ds in load_config(report.config).datasources)
 
 

@@ -83,6 +83,21 @@ def test_an_engine_s_sql_is_judged_as_the_database_reads_it(checker: Engine, rol
         assert named in result.error_message and result.policy_rule is None
 
 
+def test_rows_as_arrays_keep_two_columns_of_one_name(checker: Engine) -> None:
+    sql = "SELECT a.Name, g.Name FROM Artist a JOIN Genre g ON g.GenreId = a.ArtistId WHERE a.ArtistId = 1"
+    reply = EngineReply(status="answered", sql=sql, columns=["Name", "Name"], rows=[["AC/DC", "Rock"]])
+    result = _read(checker, reply, role="admin")
+    assert (result.status, result.columns, result.rows) == ("success", ["Name", "Name"], [["AC/DC", "Rock"]])
+    executed = _read(checker, EngineReply(status="answered", sql=sql), role="admin")  # SQL only: run here
+    assert (executed.columns, executed.rows) == (["Name", "Name"], [["AC/DC", "Rock"]])
+    with pytest.raises(ValueError, match="arrays of values need 'columns'"):
+        EngineReply(status="answered", rows=[["AC/DC", "Rock"]])
+    with pytest.raises(ValueError, match=r"rows\[0\]: 1 values for 2 columns"):
+        EngineReply(status="answered", columns=["Name", "Name"], rows=[["AC/DC"]])
+    with pytest.raises(ValueError, match="names repeat"):
+        EngineReply(status="answered", columns=["Name", "Name"], rows=[{"Name": "AC/DC"}])
+
+
 def test_statuses_rows_and_price(checker: Engine) -> None:
     rows = _read(checker, EngineReply(status="answered", sql=SQL, rows=[{"Name": "Rock"}, {"Name": "Jazz"}],
                                       answer="Rock and Jazz", usage={"prompt_tokens": 7, "completion_tokens": 3},

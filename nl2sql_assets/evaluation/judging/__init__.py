@@ -6,6 +6,7 @@ exact test, pass^k)."""
 from nl2sql_assets.evaluation.judging.comparison import (
     COMPARATOR_VERSION,
     Comparison,
+    comparator_settings,
     compare_results,
     compare_results_lenient,
     explain_lenient,
@@ -41,6 +42,7 @@ __all__ = [
     "Verdict",
     "case_status",
     "check_faithfulness",
+    "comparator_settings",
     "compare_results",
     "compare_results_lenient",
     "explain_lenient",

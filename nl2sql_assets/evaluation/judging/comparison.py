@@ -13,15 +13,23 @@ Two readings, both deterministic and model-free:
   result column (one value throughout, all-NULL included; 1 and 1.0 are one value) answers
   no gold column. One extra normalisation: a gold 'YYYY', 'YYYY-MM' or 'YYYY-MM-DD' string
   equals a predicted date string that starts with it ('2009' ~ '2009-01-01 00:00:00'); only
-  the gold side may be the shorter label, and numbers are never read as years. A result
-  that passes strictly passes leniently before any of this is applied, so lenient accepts
-  everything strict accepts.
+  the gold side may be the shorter label, and numbers are never read as years. A constant
+  result column may answer a gold column that is itself constant (a count that is 4 on every
+  row), never an informative one. A result that passes strictly passes leniently before any
+  of this is applied, so lenient accepts everything strict accepts.
+
+Strict names a result whose rows are the gold rows with the columns in another order
+``column_order``, so a reader sees at once that lenient forgives it.
 
 Cell equality (both readings):
 
 * NULL equals only NULL: it is not 0 and not ''.
-* Numbers are equal within ``TOLERANCE`` (0.005, inclusive): gold rows are rounded to cents.
-  Two Python ints compare exactly, so huge keys never collide through float rounding.
+* Numbers are equal within a tolerance read off the gold value (``gold_tolerance``): half a
+  cent (``TOLERANCE``, 0.005, inclusive) for gold written to at most two decimals, the rule of
+  suites whose gold rows are rounded to cents; half a unit of the last decimal for gold that
+  carries more (0.125 vs 0.129 differ, 0.001 vs 0.004 differ). Float noise is always forgiven
+  (a relative ``FLOAT_NOISE``: 0.30000000000000004 equals 0.3). Two Python ints compare
+  exactly, so huge keys never collide through float rounding.
 * A number equals a string that spells a number within the same tolerance ('2009' == 2009,
   '3.50' == 3.5), because engines disagree about which of the two they return.
 * Two strings compare as strings, exactly: '2009' != '2009.0', 'rock' != 'Rock'.
@@ -52,11 +60,16 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-COMPARATOR_VERSION = 1
-"""Bumped whenever a rule changes what passes; every case record carries it."""
+COMPARATOR_VERSION = 2
+"""Bumped whenever a rule changes what passes; every case record carries it. 2: the numeric
+tolerance follows the gold value's precision; a constant column may answer a constant gold
+column; strict reports ``column_order``."""
 
 TOLERANCE = 0.005
-"""Absolute numeric tolerance (half a cent: gold values are rounded to two decimals)."""
+"""Absolute numeric tolerance for gold written to at most two decimals (half a cent)."""
+
+FLOAT_NOISE = 1e-9
+"""Relative difference always forgiven: what float arithmetic leaves in the last digits."""
 
 # A hair over the tolerance so that 3.5 vs 3.505 (a float difference of 0.00500000000000012)
 # still counts as "within half a cent", as a person would read it.
@@ -75,6 +88,7 @@ MISSING_ROWS = "missing_rows"  # gold rows the result lacks (it may also carry o
 EXTRA_ROWS = "extra_rows"  # every gold row is there, plus more
 MISSING_COLUMNS = "missing_columns"  # fewer columns than gold, or a gold column nobody answers
 EXTRA_COLUMNS = "extra_columns"  # strict: more columns than gold
+COLUMN_ORDER = "column_order"  # strict: the gold rows, with the columns in another order
 CELL_DIFFERS = "cell_differs"  # one row differs in its values
 TYPE_DIFFERS = "type_differs"  # one row differs only in kind: 2009 vs 'MMIX', '2009' vs '2009.0'
 ORDER_DIFFERS = "order_differs"  # the right rows in the wrong order, when order matters
@@ -89,12 +103,29 @@ REASONS = (
     EXTRA_ROWS,
     MISSING_COLUMNS,
     EXTRA_COLUMNS,
+    COLUMN_ORDER,
     CELL_DIFFERS,
     TYPE_DIFFERS,
     ORDER_DIFFERS,
     COLUMN_CAP,
     COLUMN_SEARCH,
 )
+
+def comparator_settings() -> dict[str, Any]:
+    """The rules this comparator applies, as a report's settings record them."""
+    return {
+        "version": COMPARATOR_VERSION,
+        "tolerance": "half a cent for gold written to at most two decimals, else half a unit of the gold "
+                     "value's last decimal; relative float noise always equal",
+        "tolerance_two_decimals": TOLERANCE,
+        "float_noise": FLOAT_NOISE,
+        "numbers_equal_spelled_numbers": True,
+        "null_equals_only_null": True,
+        "lenient_column_cap": "max(2g, g+2)",
+        "lenient_constant_columns": "answer only a gold column that is constant too (off on one row)",
+        "lenient_period_labels": True,
+    }
+
 
 _SHOW = 3  # rows shown per list in a message
 _SHOW_CHARS = 40  # characters shown per text value in a message
@@ -195,18 +226,57 @@ def _cell(value: Any) -> Cell:
     return _text(str(value))
 
 
-def _num_eq(a: int | float, b: int | float) -> bool:
-    if a == b:
+def _decimals(spelled: str) -> int:
+    """Decimal places a number is written to: '523.06' 2, '0.125' 3, '1e-05' 5, '2009' 0."""
+    mantissa, _, exponent = spelled.lower().partition("e")
+    places = len(mantissa.partition(".")[2])
+    if exponent:
+        try:
+            places -= int(exponent)
+        except ValueError:
+            return 0
+    return max(places, 0)
+
+
+@lru_cache(maxsize=65536)
+def _tolerance(number: int | float, spelled: str | None) -> float:
+    if spelled is None:
+        if type(number) is int or number != number or number in (math.inf, -math.inf):
+            return _TOL
+        spelled = repr(float(number))
+    places = _decimals(spelled)
+    return _TOL if places <= 2 else 0.5 * 10.0**-places * (1 + 1e-9)
+
+
+def gold_tolerance(gold: int | float | str) -> float:
+    """The absolute tolerance a gold number is compared with: half a cent when it is written
+    to at most two decimals, else half a unit of its last decimal (float noise aside)."""
+    if isinstance(gold, str):
+        number = _spelled(gold)
+        if number is None:
+            raise ValueError(f"{gold!r} spells no number")
+        return _tolerance(number, gold)
+    return _tolerance(gold, None)
+
+
+def _num_eq(gold: int | float, got: int | float, spelled: str | None = None) -> bool:
+    """``gold`` (written ``spelled`` when it came as text) against ``got``."""
+    if gold == got:
         return True
-    if type(a) is int and type(b) is int:
+    if type(gold) is int and type(got) is int:
         return False  # exact integers: no float rounding, no tolerance needed
     try:
-        diff = abs(a - b)
+        diff = abs(gold - got)
     except OverflowError:  # an int too large for a float against a float
         return False
     if diff != diff:  # NaN: equal only to NaN
-        return a != a and b != b
-    return diff <= _TOL
+        return gold != gold and got != got
+    if diff <= _TOL and diff <= _tolerance(gold, spelled):
+        return True
+    try:
+        return diff <= FLOAT_NOISE * max(abs(gold), abs(got))
+    except OverflowError:
+        return False
 
 
 @lru_cache(maxsize=8192)
@@ -235,7 +305,7 @@ def _cell_eq(gold: Cell, got: Cell, lenient: bool) -> bool:
     ng, nh = gold[1], got[1]
     if ng is None or nh is None:
         return False
-    return _num_eq(ng, nh)
+    return _num_eq(ng, nh, gold[2] if kg == _TEXT else None)
 
 
 def _row_eq(gold: Sequence[Cell], got: Sequence[Cell], lenient: bool) -> bool:
@@ -390,8 +460,9 @@ def _match(
             values = [_window_value(got[hj[b]][window]) for b in order]
             for i in gi:
                 w = _window_value(gold[i][window])
-                lo = bisect.bisect_left(values, w - _TOL)
-                hi = bisect.bisect_right(values, w + _TOL)
+                half = max(_TOL, 2 * FLOAT_NOISE * abs(w))  # the widest any tolerance can be
+                lo = bisect.bisect_left(values, w - half)
+                hi = bisect.bisect_right(values, w + half)
                 adj.append([order[x] for x in range(lo, hi) if _row_eq(gold[i], got[hj[order[x]]], lenient)])
         match_l = _hopcroft_karp(adj, len(hj))
         for a, b in enumerate(match_l):
@@ -484,7 +555,7 @@ def _is_type_difference(gold: Cell, got: Cell) -> bool:
     if gold[0] == _NULL or got[0] == _NULL:
         return False
     if gold[0] == _TEXT and got[0] == _TEXT:
-        return gold[1] is not None and got[1] is not None and _num_eq(gold[1], got[1])
+        return gold[1] is not None and got[1] is not None and _num_eq(gold[1], got[1], gold[2])
     if gold[0] == _BYTES or got[0] == _BYTES:
         return gold[0] != got[0]
     return gold[1] is None or got[1] is None
@@ -658,7 +729,46 @@ def _strict(
             f"the result has {_plural(hw, 'column')}; gold has {gw} (strict compares columns by position)",
         )
     passed, reason, message = _diagnose(g_raw, h_raw, g, h, order_matters, False)
+    if not passed and gw > 1 and len(g) == len(h):
+        moved = _column_permutation(g, h, order_matters)
+        if moved is not None:
+            pairs = ", ".join(f"{j + 1}<-{k + 1}" for j, k in enumerate(moved))
+            return Comparison(False, COLUMN_ORDER,
+                              f"the gold rows, with the columns in another order (gold<-result: {pairs}); strict "
+                              "compares columns by position, lenient accepts it")
     return Comparison(passed, reason, message)
+
+
+def _column_permutation(g: list[tuple[Cell, ...]], h: list[tuple[Cell, ...]], order_matters: bool
+                        ) -> tuple[int, ...] | None:
+    """A reordering of the result's columns (not the identity) under which its rows equal the
+    gold rows by the strict rules, or None."""
+    width = len(g[0])
+    columns_g = [[(row[c],) for row in g] for c in range(width)]
+    columns_h = [[(row[c],) for row in h] for c in range(width)]
+    candidates = [[k for k in range(width) if not _match(columns_g[j], columns_h[k], False)[0]]
+                  for j in range(width)]
+    if any(not c for c in candidates):
+        return None
+    steps = 0
+
+    def search(chosen: list[int]) -> tuple[int, ...] | None:
+        nonlocal steps
+        j = len(chosen)
+        if j == width:
+            if chosen != list(range(width)) and _rows_match(g, _project(h, chosen), order_matters, False):
+                return tuple(chosen)
+            return None
+        for k in candidates[j]:
+            steps += 1
+            if k in chosen or steps > _SEARCH_LIMIT:
+                continue
+            found = search([*chosen, k])
+            if found is not None:
+                return found
+        return None
+
+    return search([])
 
 
 def compare_results(
@@ -678,15 +788,21 @@ def column_cap(gold_columns: int) -> int:
     return max(2 * gold_columns, gold_columns + 2)
 
 
-def _plain_column(col: list[tuple[Cell]]) -> bool:
+def _plain_column(col: list[tuple[Cell]], gold: bool = False) -> bool:
     """True when the column holds only NULLs, real numbers (no NaN) and text that spells no
-    number and is no date: then equality is exact or pure tolerance within each sort class,
-    and pairing the two sorted columns is optimal (the classic interval-matching argument)."""
+    number and is no date, and (gold side) its numbers share one tolerance: then equality is
+    exact or pure tolerance within each sort class, and pairing the two sorted columns is
+    optimal (the classic interval-matching argument)."""
+    tolerances = set()
     for (cell,) in col:
         kind = cell[0]
         if kind == _NUM:
             if cell[1] != cell[1]:
                 return False
+            if gold:
+                tolerances.add(_tolerance(cell[1], None))
+                if len(tolerances) > 1:
+                    return False
         elif kind == _TEXT:
             if cell[1] is not None or _is_dateish(cell[2]):
                 return False
@@ -773,11 +889,13 @@ def _lenient(
     # No constant columns: with more than one row, a column holding one value (all-NULL
     # included) says nothing about the gold column, e.g. a hard-coded literal.
     constant = [n > 1 and all(cell == col[0] for cell in col) for col in h_cols]
+    # ... unless the gold column is constant too: then it tells no more than the result's does.
+    gold_constant = [n > 1 and all(cell == col[0] for cell in col) for col in g_cols]
     g_tok = [Counter(_token(c[0], True) for c in col) for col in g_cols]
     h_tok = [Counter(_token(c[0], True) for c in col) for col in h_cols]
     g_srt = [sorted(range(n), key=lambda i, col=col: col[i][0][3]) for col in g_cols]
     h_srt = [sorted(range(n), key=lambda i, col=col: col[i][0][3]) for col in h_cols]
-    g_plain = [_plain_column(col) for col in g_cols]
+    g_plain = [_plain_column(col, gold=True) for col in g_cols]
     h_plain = [_plain_column(col) for col in h_cols]
 
     def same_values(j: int, k: int) -> bool:
@@ -785,19 +903,14 @@ def _lenient(
             g_cols[j], h_cols[k], g_tok[j], h_tok[k], g_srt[j], h_srt[k], g_plain[j] and h_plain[k]
         )
 
-    candidates = [[k for k in range(hw) if not constant[k] and same_values(j, k)] for j in range(gw)]
+    candidates = [[k for k in range(hw) if (not constant[k] or gold_constant[j]) and same_values(j, k)]
+                  for j in range(gw)]
     for j, cands in enumerate(candidates):
         if not cands:
-            hint = ""
-            if any(same_values(j, k) for k in range(hw) if constant[k]):
-                hint = " (a constant column holds its values, but constant columns may not answer)"
             return Comparison(
                 False,
                 MISSING_COLUMNS,
-                (
-                    f"gold column {j + 1} (values like {_sample_values(g_raw, j)}) is answered by no "
-                    f"result column{hint}"
-                ),
+                f"gold column {j + 1} (values like {_sample_values(g_raw, j)}) is answered by no result column",
             )
 
     # Backtracking over assignments, most constrained gold column first; each partial

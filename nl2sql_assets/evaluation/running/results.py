@@ -212,6 +212,9 @@ class RunFacts(StrictModel):
     scorers: list[str] = Field(default_factory=list)
     run_stamp: RunStamp
     comparator_version: int = 1
+    #: the comparator's rules (tolerance, lenient guards), as ``comparison.comparator_settings``
+    #: gives them; empty in runs recorded before it was kept
+    comparator: dict[str, Any] = Field(default_factory=dict)
     isolation: Isolation | None = None  # what the run kept apart from the serving engine (None: older runs)
 
     @model_validator(mode="before")

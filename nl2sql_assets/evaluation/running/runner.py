@@ -200,7 +200,7 @@ def build_case_record(
         source=result.source,
         curated_match=result.curated_match,
         tags=list(case.tags),
-        difficulty=case.difficulty,
+        difficulty=case.difficulty_label,
         models=dict(models),
         usage=result.usage,
         cost_usd=cost_usd,
@@ -648,7 +648,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
                      index_folder: Path | None = None, keep_records: bool = True) -> CaseRuns:
     """``run_cases`` on the running event loop."""
     from nl2sql_assets import __version__
-    from nl2sql_assets.evaluation.judging import COMPARATOR_VERSION
+    from nl2sql_assets.evaluation.judging import COMPARATOR_VERSION, comparator_settings
     from nl2sql_assets.evaluation.suites import suite_digest
     from nl2sql_assets.paths import git_info
 
@@ -739,6 +739,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             "git_dirty": git_dirty,
         },
         "comparator_version": COMPARATOR_VERSION,
+        "comparator": comparator_settings(),
         "isolation": isolation,
     })
     accuracy = cases.passed / cases.scored if cases.scored else 0.0

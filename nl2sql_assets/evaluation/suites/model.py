@@ -84,7 +84,8 @@ class BenchmarkSource(BaseModel):
     #: the question's 0-based position in the benchmark's questions file
     index: int = Field(ge=0)
     question_id: int | None = None
-    #: the benchmark's own difficulty label (BIRD: simple, moderate, challenging)
+    #: the benchmark's own difficulty label (BIRD: simple, moderate, challenging; Spider: easy,
+    #: medium, hard, extra, computed from the gold SQL by Spider's rules on import)
     difficulty: str | None = None
 
 
@@ -132,6 +133,14 @@ class EvalCase(BaseModel):
     pending: dict[str, Any] = Field(default_factory=dict)
     #: an imported public-benchmark case: the benchmark, its split and the question's place in it
     benchmark: BenchmarkSource | None = None
+
+    @property
+    def difficulty_label(self) -> str | None:
+        """The difficulty reports group by: the benchmark's own label where the case has one
+        (Spider's extra included), else ours."""
+        if self.benchmark is not None and self.benchmark.difficulty:
+            return self.benchmark.difficulty
+        return self.difficulty
 
     @field_validator("columns")
     @classmethod

@@ -27,6 +27,27 @@ from nl2sql_assets.yamlio import YamlFileError, dump_yaml, load_yaml_text
 Rows = list[dict[str, Any]]
 
 
+def distinct_column_names(columns: list[str]) -> list[str]:
+    """The result's column names as row keys: a name met again gets ``(2)``, ``(3)``... after it
+    (``T1.id, T2.id`` is ``id`` and ``id (2)``). Rows are compared by position, so the keys only
+    have to keep each column, in order."""
+    taken = set(columns)
+    seen: dict[str, int] = {}
+    out = []
+    for name in columns:
+        count = seen.get(name, 0) + 1
+        seen[name] = count
+        if count == 1:
+            out.append(name)
+            continue
+        n = count
+        while f"{name} ({n})" in taken:
+            n += 1
+        out.append(f"{name} ({n})")
+        taken.add(out[-1])
+    return out
+
+
 class AdapterSource(Protocol):
     """What regenerate needs of a registry: the adapter for a datasource id."""
 
@@ -256,14 +277,8 @@ def _run_case(case: EvalCase, registry: AdapterSource) -> tuple[Rows, list[Rows]
                 "narrow the query or raise row_limit"
             )
             continue
-        doubled = sorted({c for c in out.columns if out.columns.count(c) > 1})
-        if doubled:
-            reasons.append(
-                f"{label}: the result has duplicate column names {doubled}, which a row "
-                "mapping cannot hold; give each column a distinct alias"
-            )
-            continue
-        results.append([dict(zip(out.columns, row, strict=True)) for row in out.rows])
+        names = distinct_column_names(out.columns)
+        results.append([dict(zip(names, row, strict=True)) for row in out.rows])
     if reasons:
         return "; ".join(reasons)
     return results[0], results[1:]

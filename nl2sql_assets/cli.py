@@ -530,7 +530,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     config = load_config(config_path)
     ensure_demo_data(config, chinook=Path(args.chinook) if args.chinook else None,
                      on_download=lambda url: _say(f"Chinook is not cached yet: downloading it once from {url}"))
-    from nl2sql_assets.evaluation.suites.cache import no_cyclic_gc
+    from nl2sql_assets.yamlio import no_cyclic_gc
 
     # Importing Dagster and our definitions, and opening the instance, make some 200,000 objects
     # and no garbage worth a collection: without the cyclic collector meanwhile (its full

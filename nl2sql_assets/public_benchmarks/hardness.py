@@ -20,6 +20,7 @@ one nested query); extra otherwise. Here the counts come from sqlglot's tree of 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Literal
 
 from sqlglot import exp
@@ -48,6 +49,7 @@ def hardness_of(counts: Counts) -> Hardness:
     return "extra"
 
 
+@functools.lru_cache(maxsize=8192)
 def spider_hardness(sql: str, dialect: str = "sqlite") -> Hardness | None:
     """The hardness of ``sql``; None when sqlglot cannot read it as one query."""
     import sqlglot

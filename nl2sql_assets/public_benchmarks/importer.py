@@ -24,7 +24,7 @@ from nl2sql_assets.datasources.registry import DatasourceRegistry
 from nl2sql_assets.errors import RunRefused
 from nl2sql_assets.evaluation.suites.drafts import refuse_draft_target
 from nl2sql_assets.evaluation.suites.model import BenchmarkSource, EvalCase, EvalSuite
-from nl2sql_assets.evaluation.suites.regenerate import RegenerateFailure, regenerate
+from nl2sql_assets.evaluation.suites.regenerate import RegenerateFailure, rows_of_cases
 from nl2sql_assets.evaluation.suites.writer import write_suite
 from nl2sql_assets.public_benchmarks.formats import BenchmarkEntry, BenchmarkFolder, read_folder
 from nl2sql_assets.public_benchmarks.hardness import spider_hardness
@@ -95,16 +95,6 @@ def _config_data(folder: BenchmarkFolder, suite_rel: str, row_limit: int, timeou
             "evals": {"suites": [suite_rel]}}
 
 
-def _approve_with_rows(suite_path: Path, failed: set[str]) -> None:
-    """Mark approved every case whose gold SQL gave rows (its benchmark's review stands for ours)."""
-    from nl2sql_assets.evaluation.suites import load_suite
-
-    suite = load_suite(suite_path)
-    cases = [EvalCase.model_validate({**c.model_dump(exclude_unset=True), "status": "approved"})
-             if c.id not in failed and c.rows is not None else c for c in suite.cases]
-    write_suite(suite.model_copy(update={"cases": cases}), suite_path)
-
-
 def import_benchmark(name: str, root: str | Path, out: str | Path, *, questions: str | None = None,
                      split: str | None = None, limit: int | None = None, row_limit: int = 10_000,
                      timeout_s: float = 30.0, approve: bool = False) -> BenchImportReport:
@@ -136,15 +126,25 @@ def import_benchmark(name: str, root: str | Path, out: str | Path, *, questions:
                           f"{len(config.datasources)}")
 
     cases = [_case(folder, i, entry) for i, entry in enumerate(folder.entries)]
+    # The rows come from regenerate's own code, in memory, so the suite is written once (a round
+    # trip through the file per step grew with its size), on the SQLite adapter in the grader's
+    # bulk mode: one connection per database, the read-only file and SQLite's authorizer as the
+    # guard, rather than a connection and a sqlglot parse per statement.
+    from nl2sql_assets.datasources.sqlite import SqliteAdapter
+
+    adapters = {ds.id: SqliteAdapter(ds, bulk=True) for ds in config.datasources}
+    with DatasourceRegistry.from_adapters(adapters) as registry:
+        results, failed = rows_of_cases(dict(enumerate(cases)), registry, include_drafts=True)
+    for index, (rows, alt_rows) in results.items():
+        # the benchmark's review stands for ours: a case whose gold SQL gave rows may be approved
+        status = {"status": "approved"} if approve else {}
+        cases[index] = EvalCase.model_validate({**cases[index].model_dump(exclude_unset=True), "rows": rows,
+                                                "alt_rows": alt_rows, **status})
     suite_path.parent.mkdir(parents=True, exist_ok=True)
     suite_header = (f"# {folder.format.name} {folder.split}: {len(cases)} question(s) from "
                     f"{folder.questions_file.resolve()}\n"
                     "# Drafts imported by `nl2sql-assets bench import`; rows written by regenerate from the gold SQL.\n")
     write_suite(EvalSuite(cases=cases), suite_path, header=suite_header)
-    with DatasourceRegistry(config) as registry:
-        regen = regenerate(suite_path, registry, include_drafts=True)
-    if approve:
-        _approve_with_rows(suite_path, {f.case_id for f in regen.failed})
     return BenchImportReport(benchmark=folder.format.name, split=folder.split, config=config_path, suite=suite_path,
-                             cases=len(cases), databases=len(folder.databases), with_rows=regen.cases,
-                             failed=regen.failed)
+                             cases=len(cases), databases=len(folder.databases), with_rows=len(results),
+                             failed=failed)

@@ -648,3 +648,25 @@ def test_random_rows_round_trip_exactly(rows: list[dict[str, Any]], question: st
     _assert_same_types(back.cases[0].alt_rows, [rows])
     assert back.cases[0].question == question and back.cases[0].sql == sql
     assert dump_suite(back) == text
+
+
+def test_a_large_suite_is_read_back_over_the_cores_and_written_as_one_core_writes_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from nl2sql_assets.evaluation.suites import writer
+
+    tricky = ["SELECT 1", "SELECT 'a'\n  FROM t\n", "x: y # not a comment", "yes", "2009-01-01", "a\tb", " lead"]
+    cases = [EvalCase(id=f"c{i}", question=f"q{i}?", datasources=["db"], status="approved",
+                      outcome={"admin": "allowed"}, sql=tricky[i % len(tricky)],
+                      rows=[{"v": tricky[(i + 1) % len(tricky)], "n": i * 0.5}]) for i in range(20)]
+    suite = EvalSuite(cases=cases)
+    one_core = dump_suite(suite)
+    monkeypatch.setattr(writer, "PARALLEL_READ_BACK", 3)
+    monkeypatch.setattr(writer, "_fork_is_safe", lambda: True)  # whatever threads earlier tests left
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    in_this_process: list[int] = []
+    real = writer._check_chunk
+    monkeypatch.setattr(writer, "_check_chunk", lambda r, f, which: in_this_process.extend(which) or real(r, f, which))
+    over_cores = dump_suite(suite)
+    assert in_this_process == []  # every case was read back in the forked workers
+    assert over_cores == one_core
+    assert parse_suite(over_cores, "big.yaml") == suite

@@ -10,12 +10,9 @@ cannot be written is skipped (the suite still loads).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,7 @@ from pydantic import ValidationError
 
 from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite
 from nl2sql_assets.redact import get_logger
+from nl2sql_assets.yamlio import no_cyclic_gc
 
 log = get_logger(__name__)
 
@@ -35,18 +33,6 @@ def model_key() -> str:
     """What a stored entry depends on besides the file: the layout and the suite model's schema."""
     schema = json.dumps(EvalSuite.model_json_schema(), sort_keys=True)
     return hashlib.sha256(f"{FORMAT}\n{schema}".encode()).hexdigest()[:16]
-
-
-@contextlib.contextmanager
-def no_cyclic_gc() -> Iterator[None]:
-    """Many small objects made and none freed: the cyclic collector would only cost time (3-5x here)."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def entry_path(folder: Path, digest: str, allow_stale_rows: bool) -> Path:

@@ -3,7 +3,6 @@ and the field; and the digest that ties a run to the exact file it read."""
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import re
 from pathlib import Path
@@ -13,7 +12,7 @@ from pydantic import ValidationError
 
 from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite, follows_problems, same_rows
-from nl2sql_assets.yamlio import YamlFileError, YamlLocator, load_yaml_text
+from nl2sql_assets.yamlio import YamlFileError, YamlLocator, load_yaml_text, no_cyclic_gc
 
 
 class SuiteError(UserError, ValueError):
@@ -71,17 +70,12 @@ def parse_suite(text: str, path: str | Path, *, allow_stale_rows: bool = False) 
     """Check the text of a suite file; ``path`` names it in messages and becomes ``suite.path``."""
     path = Path(path)
     # The loader allocates many small objects and frees none: the cyclic collector only costs time.
-    gc_was_on = gc.isenabled()
-    gc.disable()
-    try:
+    with no_cyclic_gc():
         try:
             data = load_yaml_text(text, path)
         except YamlFileError as exc:
             raise SuiteError(_name_the_case(str(exc), text, path, exc.__cause__)) from None
         suite = _validate(data, text, path, allow_stale_rows)
-    finally:
-        if gc_was_on:
-            gc.enable()
     suite._path = path
     suite._header = leading_comments(text)
     return suite

@@ -11,12 +11,14 @@ whose rows did not change is byte for byte what it was. New blocks are written t
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from nl2sql_assets.evaluation.suites.writer import render_rows_block
+from nl2sql_assets.yamlio import no_cyclic_gc
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -37,10 +39,7 @@ class _Lines:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.starts = [0]
-        for i, ch in enumerate(text):
-            if ch == "\n":
-                self.starts.append(i + 1)
+        self.starts = [0, *(m.end() for m in re.finditer("\n", text))]
 
     def offset(self, line: int, column: int) -> int:
         if line >= len(self.starts):
@@ -109,7 +108,8 @@ def patch_rows(text: str, updates: dict[int, dict[str, list[Any]]]) -> str:
     if not updates:
         return text
     try:
-        root = yaml.compose(text, Loader=_Loader)
+        with no_cyclic_gc():
+            root = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise PatchError(f"cannot parse: {exc}") from exc
     if not isinstance(root, yaml.MappingNode):
@@ -133,7 +133,9 @@ def patch_rows(text: str, updates: dict[int, dict[str, list[Any]]]) -> str:
     for first, second in itertools.pairwise(edits):
         if second.start < first.end:
             raise PatchError("overlapping edits")
-    out = text
-    for edit in reversed(edits):
-        out = out[: edit.start] + edit.text + out[edit.end :]
-    return out
+    pieces, last = [], 0  # one pass over the text: linear in its size, whatever the edits
+    for edit in edits:
+        pieces += [text[last:edit.start], edit.text]
+        last = edit.end
+    pieces.append(text[last:])
+    return "".join(pieces)

@@ -117,19 +117,8 @@ def regenerate(path: str | Path, registry: AdapterSource, *, allow_packaged: boo
             report.failed.append(RegenerateFailure(case_id=_label(raw, index), reason=problem))
             continue
         valid[index] = case
-    results: dict[int, tuple[Rows, list[Rows]]] = {}
-    for index, case in valid.items():
-        wanted = case.status == "approved" or (include_drafts and case.status == "draft")
-        if not wanted or case.kind != "answer" or case.sql is None:
-            continue
-        outcome = _run_case(case, registry)
-        if isinstance(outcome, str):
-            report.failed.append(RegenerateFailure(case_id=case.id, reason=outcome))
-            continue
-        results[index] = outcome
-    for index, reason in paraphrase_conflicts(valid, results).items():
-        report.failed.append(RegenerateFailure(case_id=valid[index].id, reason=reason))
-        del results[index]
+    results, failed = rows_of_cases(valid, registry, include_drafts=include_drafts)
+    report.failed.extend(failed)
     order = {id(f): n for n, f in enumerate(report.failed)}
     ids = [_label(raw, i) for i, raw in enumerate(raw_cases)]
     report.failed.sort(key=lambda f: (ids.index(f.case_id) if f.case_id in ids else len(ids), order[id(f)]))
@@ -151,6 +140,28 @@ def regenerate(path: str | Path, registry: AdapterSource, *, allow_packaged: boo
     if not report.unchanged:
         atomic_write(path, after)
     return report
+
+
+def rows_of_cases(cases: dict[int, EvalCase], registry: AdapterSource, *, include_drafts: bool = False
+                  ) -> tuple[dict[int, tuple[Rows, list[Rows]]], list[RegenerateFailure]]:
+    """Each approved answer case's rows and alternative rows (drafts too with ``include_drafts``),
+    by its index, and the cases that could not have theirs (SQL that fails, a result cut at the
+    row limit, rows that disagree with the case's paraphrase group), in case order."""
+    results: dict[int, tuple[Rows, list[Rows]]] = {}
+    failed: list[RegenerateFailure] = []
+    for index, case in cases.items():
+        wanted = case.status == "approved" or (include_drafts and case.status == "draft")
+        if not wanted or case.kind != "answer" or case.sql is None:
+            continue
+        outcome = _run_case(case, registry)
+        if isinstance(outcome, str):
+            failed.append(RegenerateFailure(case_id=case.id, reason=outcome))
+            continue
+        results[index] = outcome
+    for index, reason in paraphrase_conflicts(cases, results).items():
+        failed.append(RegenerateFailure(case_id=cases[index].id, reason=reason))
+        del results[index]
+    return results, failed
 
 
 def _raw_cases(text: str, path: Path) -> list[Any]:

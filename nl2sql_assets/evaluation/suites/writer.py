@@ -56,9 +56,12 @@ byte for byte the same file and a diff shows only what really changed)::
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
 import re
+from collections.abc import Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -81,6 +84,7 @@ _NOT_PRINTABLE = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uf
 _NOT_LITERAL = re.compile("[^\t\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
 
 
+@functools.lru_cache(maxsize=65536)  # column names and values repeat on every row
 def _plain_ok(text: str, flow: bool) -> bool:
     pattern = _PLAIN_FLOW if flow else _PLAIN_BLOCK
     return (
@@ -156,12 +160,9 @@ def _literal(text: str, indent: str) -> str | None:
     ):
         return None
     body, chomp = (text[:-1], "|") if text.endswith("\n") else (text, "|-")
-    block = chomp + "".join("\n" + (indent + line if line else "") for line in body.split("\n"))
-    try:
-        same = safe_load("k: " + block + "\n") == {"k": text}
-    except yaml.YAMLError:
-        same = False
-    return block if same else None
+    # Not loaded back here, one block at a time: dump_suite reads the whole text back and writes
+    # any case that does not read back the same again with every string quoted.
+    return chomp + "".join("\n" + (indent + line if line else "") for line in body.split("\n"))
 
 
 def _sql(text: str, indent: str, safe: bool) -> str:
@@ -350,17 +351,64 @@ def dump_suite(suite: EvalSuite, *, header: str | None = None) -> str:
         rendered = [_render_case(data, safe=False) for data in fields]
     except TypeError as exc:
         raise SuiteError(f"{suite.path or 'suite'}: {exc}") from None
-    for _attempt in range(2):
-        text = _join(head, rendered)
-        loaded = safe_load(text)
-        read_back = loaded.get("cases") or []
-        wrong = [i for i, data in enumerate(fields) if i >= len(read_back) or not _same(read_back[i], data)]
-        if not wrong:
-            return text
+    wrong = _unfaithful(rendered, fields, range(len(fields)))
+    if wrong:
         for i in wrong:
             rendered[i] = _render_case(fields[i], safe=True)
-    names = ", ".join(fields[i]["id"] for i in wrong)
-    raise SuiteError(f"{suite.path or 'suite'}: cannot write case(s) {names} so that they read back the same")
+        wrong = _unfaithful(rendered, fields, wrong)
+    if wrong:
+        names = ", ".join(fields[i]["id"] for i in wrong)
+        raise SuiteError(f"{suite.path or 'suite'}: cannot write case(s) {names} so that they read back the same")
+    text = _join(head, rendered)
+    if len(safe_load(text[:len(head)] + "version: 1\ncases: []\n") or {}) != 2:  # the header is comments only
+        raise SuiteError(f"{suite.path or 'suite'}: the header is not a block of comments")
+    return text
+
+
+#: from this many cases on, reading the rendered cases back is split over the machine's cores
+PARALLEL_READ_BACK = 1500
+_PENDING: tuple[list[str], list[dict[str, Any]]] = ([], [])
+
+
+def _unfaithful(rendered: list[str], fields: list[dict[str, Any]], which: Sequence[int]) -> list[int]:
+    """The indexes in ``which`` whose rendered case does not read back as its fields. Each case is
+    a block list item of its own, so cases can be read back in chunks, one per core."""
+    which = list(which)
+    workers = min(os.cpu_count() or 1, 4)
+    if len(which) < PARALLEL_READ_BACK or workers < 2 or not _fork_is_safe():
+        return _check_chunk(rendered, fields, which)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _PENDING
+    _PENDING = (rendered, fields)  # forked workers find them in the memory they start with
+    size = -(-len(which) // workers)
+    chunks = [which[i:i + size] for i in range(0, len(which), size)]
+    try:
+        with ProcessPoolExecutor(max_workers=len(chunks), mp_context=multiprocessing.get_context("fork")) as pool:
+            return sorted(i for part in pool.map(_check_pending, chunks) for i in part)
+    finally:
+        _PENDING = ([], [])
+
+
+def _fork_is_safe() -> bool:
+    """A fork copies one thread: only a process running no other thread forks."""
+    import multiprocessing
+    import threading
+
+    return threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+
+
+def _check_pending(which: list[int]) -> list[int]:
+    return _check_chunk(_PENDING[0], _PENDING[1], which)
+
+
+def _check_chunk(rendered: list[str], fields: list[dict[str, Any]], which: list[int]) -> list[int]:
+    if not which:
+        return []
+    loaded = safe_load("cases:\n" + "".join("\n" + rendered[i] for i in which)) or {}
+    read_back = loaded.get("cases") or []
+    return [i for n, i in enumerate(which) if n >= len(read_back) or not _same(read_back[n], fields[i])]
 
 
 def _join(head: str, rendered: list[str]) -> str:

@@ -370,11 +370,11 @@ def _board_line(board: Any, executes: bool) -> str:
     nothing (retrieval), the case runs that passed and what the scorers say (recall, routing)."""
     if executes:
         acc = board.accuracy.execution
-        parts = [f"execution accuracy {acc.rate:.1%} ({acc.passed}/{acc.total}, 95% CI {acc.low:.1%}-{acc.high:.1%})"
-                 if acc.total else "no question runs", f"overall {board.accuracy.overall.rate:.1%}"]
+        parts = [f"execution accuracy {acc.count_text()}" if acc.total else "no question runs",
+                 f"overall {board.accuracy.overall.text()}"]
         if board.execution_success is not None:
             ok = board.execution_success
-            parts.append(f"execution success {ok.rate:.1%} ({ok.passed}/{ok.total})")
+            parts.append(f"execution success {ok.text()} ({ok.passed}/{ok.total})")
         policy = board.summaries().get("policy")
         if policy is not None and (policy.recall is not None or policy.false_positives):
             parts.append(policy.text())
@@ -387,7 +387,7 @@ def _board_line(board: Any, executes: bool) -> str:
                          f"+{u.extra_latency_ms:.1f} ms per run)")
         return "; ".join(parts)
     acc = board.accuracy.overall
-    parts = [f"{acc.passed}/{acc.total} case runs passed ({acc.rate:.1%}, 95% CI {acc.low:.1%}-{acc.high:.1%})"]
+    parts = [f"{acc.passed}/{acc.total} case runs passed ({acc.with_interval('-')})"]
     parts += [text for summary in board.summaries().values() if (text := summary.text())]
     return "; ".join(parts)
 
@@ -557,11 +557,10 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
         for board in report.configs.values():
             if get_mode(report.mode).executes:
                 acc = board.accuracy.execution
-                print(f"scoreboard {name}: execution accuracy {acc.rate:.1%} (95% CI {acc.low:.1%}-{acc.high:.1%}), "
-                      f"{acc.total} case runs")
+                print(f"scoreboard {name}: execution accuracy {acc.with_interval('-')}, {acc.total} case runs")
                 continue
             # A mode that executes nothing: the share of case runs that passed, and what its scorers say.
-            parts = [f"{board.accuracy.overall.rate:.1%} of case runs passed"]
+            parts = [f"{board.accuracy.overall.text()} of case runs passed"]
             parts += [text for summary in board.summaries().values() if (text := summary.text())]
             print(f"scoreboard {name}: {'; '.join(parts)}")
     return 0 if run.ok else 1

@@ -83,11 +83,11 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
     s, lax = report.execution, report.execution_lenient
     print(f"{report.suite}: {report.graded} prediction(s) graded in {report.seconds:.2f} s on {report.workers} "
           f"worker(s) ({report.graded / max(report.seconds, 1e-9):.0f} pairs/s)")
-    print(f"execution match strict {s.rate:.1%} ({s.passed}/{s.total}, 95% CI {s.low:.1%}-{s.high:.1%}); "
-          f"lenient {lax.rate:.1%} ({lax.passed}/{lax.total}, 95% CI {lax.low:.1%}-{lax.high:.1%})")
+    print(f"execution match strict {s.text()} ({s.passed}/{s.total}, 95% CI {s.low_high()}); "
+          f"lenient {lax.text()} ({lax.passed}/{lax.total}, 95% CI {lax.low_high()})")
     for label, rates in report.by_difficulty.items():
-        print(f"  {label}: strict {rates.strict.rate:.1%} ({rates.strict.passed}/{rates.strict.total}), "
-              f"lenient {rates.lenient.rate:.1%} ({rates.lenient.passed}/{rates.lenient.total})")
+        print(f"  {label}: strict {rates.strict.text()} ({rates.strict.passed}/{rates.strict.total}), "
+              f"lenient {rates.lenient.text()} ({rates.lenient.passed}/{rates.lenient.total})")
     if report.reasons:
         print("failures: " + ", ".join(f"{reason} {n}" for reason, n in report.reasons.items()))
     if args.out:

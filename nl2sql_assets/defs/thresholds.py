@@ -19,13 +19,15 @@ def board_metadata(report: Any) -> dict[str, Any]:
 
     board = next(iter(report.configs.values()))
     out: dict[str, Any] = {}
-    if board.execution_success is not None:
-        out["execution_success"] = board.execution_success.rate
+
+    def plot(key: str, rate: Any) -> None:  # a rate over nothing is no point, never a 0
+        if rate is not None and rate.rate is not None:
+            out[key] = rate.rate
+
+    plot("execution_success", board.execution_success)
     for domain, rates in board.by_domain.items():
-        if rates.execution_success is not None:
-            out[f"execution_success[{domain}]"] = rates.execution_success.rate
-        if rates.accuracy is not None:
-            out[f"execution_accuracy[{domain}]"] = rates.accuracy.rate
+        plot(f"execution_success[{domain}]", rates.execution_success)
+        plot(f"execution_accuracy[{domain}]", rates.accuracy)
     if board.by_domain:
         out["domains"] = dg.MetadataValue.md(domains_markdown(board.by_domain))
     if board.coverage is not None:

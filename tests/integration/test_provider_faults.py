@@ -250,3 +250,47 @@ def test_an_outage_exits_4_from_the_command_line_and_is_not_published_unless_ask
     assert main(["eval", "publish", str(out), "--root", str(demo_project), "--allow-incomplete"]) == 0
     [(_, record)] = list(iter_records(demo_project / "benchmarks"))
     assert record.incomplete
+
+
+def test_a_run_of_nothing_but_outages_has_no_rate_anywhere(demo_project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Every case run an outage: no accuracy was measured, so the report, the board, the printed
+    line, the record, the results page and the Dagster metadata say so (null, n/a, no point),
+    never 0."""
+    import json
+
+    import yaml
+
+    from nl2sql_assets.cli import main
+    from nl2sql_assets.defs.thresholds import board_metadata
+    from nl2sql_assets.evaluation.history.records import iter_records
+    from nl2sql_assets.evaluation.reporting import headline_metrics
+    from nl2sql_assets.evaluation.suites import load_suite
+
+    monkeypatch.delenv("CI", raising=False)
+    cases = load_suite(demo_project / "suites" / "chinook.yaml").cases
+    with FlakyLLMServer(cases, EventBus(), behaviour="quota") as server:
+        llm_file = demo_project / "quota.yaml"
+        llm_file.write_text(yaml.safe_dump({
+            "default": {"model": f"openai/{MODEL}", "api_base": server.base_url, "api_key": "x", "max_retries": 0},
+            "prices": {MODEL: PRICE.model_dump()}}))
+        out = demo_project / "eval_full.json"
+        code = main(["--config", str(demo_project), "eval", "run", "--mode", "full", "--llm", f"default={llm_file}",
+                     "--max-cost", "1", "--cases", "chinook_001", "chinook_002", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 4, printed.err
+    assert "execution accuracy" not in printed.out or "n/a" in printed.out
+    assert "0.0%" not in printed.out
+    data = json.loads(out.read_text())
+    assert data["accuracy"] is None and data["accuracy_generated"] is None
+    report = EvalReport.load(out)
+    board = report.first_board
+    assert board is not None and board.accuracy.execution.total == 0
+    assert board.accuracy.execution.rate is None and board.accuracy.overall.rate is None
+    assert "execution_accuracy" not in headline_metrics(board, "full")
+    assert "execution_success" not in board_metadata(report)
+    assert main(["eval", "publish", str(out), "--root", str(demo_project), "--allow-incomplete"]) == 0
+    [(_, record)] = list(iter_records(demo_project / "benchmarks"))
+    assert record.metrics.execution.rate is None and record.metrics.execution_lenient.rate is None
+    page = (demo_project / "docs" / "benchmarks.md").read_text()
+    assert "n/a" in page and "0.0% (" not in page

@@ -258,8 +258,25 @@ def test_wilson_interval_on_27_of_47_in_the_markdown() -> None:
     assert "Cost per case:" in md and "p50" in md
 
 
+RATE_TEXT = [
+    # passed, total, the share, the cell a page shows, the one-line count
+    (27, 47, 27 / 47, "57.4% (43.3%–70.5%)", "57.4% (27/47, 95% CI 43.3%-70.5%)"),
+    (0, 3, 0.0, "0.0% (0.0%–56.2%)", "0.0% (0/3, 95% CI 0.0%-56.2%)"),
+    (0, 0, None, "n/a", "n/a (0/0)"),  # a rate over nothing is no rate, never 0
+]
+
+
+@pytest.mark.parametrize(("passed", "total", "share", "cell", "count"), RATE_TEXT)
+def test_a_rate_and_its_text(passed: int, total: int, share: float | None, cell: str, count: str) -> None:
+    rate = Rate.of(passed, total)
+    assert rate.rate == share and rate.with_interval() == cell and rate.count_text() == count
+    assert rate.text() == ("n/a" if share is None else cell.split(" ")[0])
+
+
 def test_rate_with_nothing_counted() -> None:
-    assert Rate.of(0, 0).model_dump() == {"passed": 0, "total": 0, "rate": 0.0, "low": 0.0, "high": 1.0}
+    assert Rate.of(0, 0).model_dump() == {"passed": 0, "total": 0, "rate": None, "low": None, "high": None}
+    # a report written before read its empty rates as 0.0: they read as no rate now
+    assert Rate.model_validate({"passed": 0, "total": 0, "rate": 0.0, "low": 0.0, "high": 1.0}).rate is None
 
 
 def test_json_round_trip_and_save_load(tmp_path) -> None:

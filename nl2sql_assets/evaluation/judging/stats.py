@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pydantic import model_validator
+
 from nl2sql_assets.config import StrictModel
 
 
@@ -162,28 +164,56 @@ def latency_summary(values: Iterable[float]) -> dict[str, float | None]:
 
 
 class Rate(StrictModel):
-    """A share with its 95% Wilson interval (``low``/``high``; 0..1 when nothing was counted)."""
+    """A share with its 95% Wilson interval. Over nothing (``total`` 0) there is no share:
+    ``rate``, ``low`` and ``high`` are None (null in JSON, "n/a" on a page), never 0."""
 
     passed: int
     total: int
-    rate: float
-    low: float
-    high: float
+    rate: float | None
+    low: float | None
+    high: float | None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nothing_counted_is_no_rate(cls, data: Any) -> Any:
+        """Reports written before this kept 0.0 over nothing; they read as no rate."""
+        if isinstance(data, dict) and not data.get("total"):
+            return {**data, "rate": None, "low": None, "high": None}
+        return data
 
     @classmethod
     def of(cls, passed: int, total: int) -> Rate:
         if total <= 0:
-            return cls(passed=0, total=0, rate=0.0, low=0.0, high=1.0)
+            return cls(passed=0, total=0, rate=None, low=None, high=None)
         low, high = wilson_interval(passed, total)
         return cls(passed=passed, total=total, rate=passed / total, low=float(low), high=float(high))
 
+    def text(self) -> str:
+        """``57.4%``, or ``n/a`` when nothing was counted."""
+        return percent(self.rate)
 
-def percent(value: float) -> str:
-    return f"{value * 100:.1f}%"
+    def with_interval(self, sep: str = "–") -> str:
+        """``57.4% (43.3%–70.5%)``, or ``n/a`` when nothing was counted."""
+        return rate_cell(self, sep)
+
+    def low_high(self) -> str:
+        """``43.3%-70.5%``, or ``n/a``."""
+        return "n/a" if self.rate is None else f"{percent(self.low)}-{percent(self.high)}"
+
+    def count_text(self) -> str:
+        """``57.4% (27/47, 95% CI 43.3%-70.5%)``, or ``n/a (0/0)``."""
+        if self.rate is None:
+            return "n/a (0/0)"
+        return f"{percent(self.rate)} ({self.passed}/{self.total}, 95% CI {percent(self.low)}-{percent(self.high)})"
 
 
-def rate_cell(rate: Rate) -> str:
+def percent(value: float | None) -> str:
+    """A share as a percentage to one decimal; ``n/a`` for no share at all."""
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def rate_cell(rate: Rate, sep: str = "–") -> str:
     """``57.4% (43.3%–70.5%)``, or ``n/a`` when nothing was counted."""
-    if rate.total == 0:
+    if rate.rate is None:
         return "n/a"
-    return f"{percent(rate.rate)} ({percent(rate.low)}–{percent(rate.high)})"
+    return f"{percent(rate.rate)} ({percent(rate.low)}{sep}{percent(rate.high)})"

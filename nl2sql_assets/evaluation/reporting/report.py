@@ -134,7 +134,7 @@ class CuratedHits(StrictModel):
     runs: int = 0
     exact: int = 0
     paraphrase: int = 0
-    hit_rate: float = 0.0
+    hit_rate: float | None = None  # None: no question runs to count hits over
 
 
 class Retries(StrictModel):
@@ -208,7 +208,8 @@ class Board(StrictModel):
 
     def summary_metrics(self) -> dict[str, float]:
         """Every scorer's numbers to plot, in one mapping (Dagster metadata)."""
-        return {key: value for summary in self.summaries().values() for key, value in summary.metrics().items()}
+        return {key: value for summary in self.summaries().values() for key, value in summary.metrics().items()
+                if value is not None}
 
     # The three summaries boards once kept under their own names, for the readers that use them.
     @property
@@ -285,17 +286,17 @@ class EvalReport(RunFacts):
 
     @computed_field  # type: ignore[prop-decorator]
     @property
-    def accuracy(self) -> float:
-        """What users see, on the first config's board."""
+    def accuracy(self) -> float | None:
+        """What users see, on the first config's board (None: nothing was scored)."""
         board = self.first_board
-        return board.accuracy.overall.rate if board else 0.0
+        return board.accuracy.overall.rate if board else None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
-    def accuracy_generated(self) -> float:
-        """The generated path on the first config's board: the model's own skill."""
+    def accuracy_generated(self) -> float | None:
+        """The generated path on the first config's board: the model's own skill (None: nothing scored)."""
         board = self.first_board
-        return board.accuracy.generated.rate if board else 0.0
+        return board.accuracy.generated.rate if board else None
 
     def save(self, path: str | Path) -> Path:
         return save_report(self, path)
@@ -411,8 +412,8 @@ def comparison_markdown(report: EvalReport) -> str:
     rows = []
     for name, board in report.configs.items():
         a = board.accuracy
-        rows.append(f"| {md_escape(name)} | {a.execution.rate:.1%} ({a.execution.low:.1%}-{a.execution.high:.1%}) | "
-                    f"{a.lenient.rate:.1%} | {a.overall.rate:.1%} | ${board.cost.per_case_usd:.4f} | "
+        rows.append(f"| {md_escape(name)} | {a.execution.with_interval('-')} | "
+                    f"{a.lenient.text()} | {a.overall.text()} | ${board.cost.per_case_usd:.4f} | "
                     f"{board.latency.p50:.2f}s |")
     return ("| config | execution (95% CI) | lenient | overall | cost/case | p50 |\n"
             "|---|---|---|---|---|---|\n" + "\n".join(rows))

@@ -398,7 +398,7 @@ class BoardTally:
             cost=_cost(spending, self.queries, config_meta),
             latency=self._latency(),
             curated=CuratedHits(runs=self.queries, exact=self.exact, paraphrase=self.paraphrase,
-                                hit_rate=(self.exact + self.paraphrase) / self.queries if self.queries else 0.0)
+                                hit_rate=(self.exact + self.paraphrase) / self.queries if self.queries else None)
             if meta.curated else None,
             retries=Retries(total=self.retries, cases_with_retries=self.with_retries),
             errors_by_code=dict(sorted(self.errors.items())),

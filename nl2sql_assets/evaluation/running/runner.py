@@ -742,8 +742,8 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "comparator": comparator_settings(),
         "isolation": isolation,
     })
-    accuracy = cases.passed / cases.scored if cases.scored else 0.0
-    accuracy_generated = cases.passed_generated / cases.scored if cases.scored else 0.0
+    accuracy = cases.passed / cases.scored if cases.scored else None  # a rate over nothing is none
+    accuracy_generated = cases.passed_generated / cases.scored if cases.scored else None
     engine.bus.publish(
         Event(
             EVAL_FINISHED,

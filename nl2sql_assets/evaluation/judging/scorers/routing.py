@@ -56,13 +56,14 @@ class RoutingSummary(ScorerSummary):
     shortlist: Rate
 
     def metrics(self) -> dict[str, float]:
-        return {"routing_top1": self.top1.rate, "routing_shortlist": self.shortlist.rate}
+        rates = {"routing_top1": self.top1.rate, "routing_shortlist": self.shortlist.rate}
+        return {key: value for key, value in rates.items() if value is not None}  # a rate over nothing: none
 
     def markdown(self) -> str:
         return f"Routing: top-1 {rate_cell(self.top1)}, shortlist {rate_cell(self.shortlist)}."
 
     def text(self) -> str:
-        return f"routing top-1 {self.top1.rate:.1%}, shortlist {self.shortlist.rate:.1%}"
+        return f"routing top-1 {self.top1.text()}, shortlist {self.shortlist.text()}"
 
     def cell(self) -> str:
         return f"top-1 {percent(self.top1.rate)}, shortlist {percent(self.shortlist.rate)}"

@@ -150,8 +150,8 @@ def _parser() -> argparse.ArgumentParser:
 
     fb = sub.add_parser("feedback", help="mark stored case runs and export the good ones as draft cases", **fmt)
     fsub = fb.add_subparsers(dest="feedback_command", required=True, metavar="COMMAND")
-    fexp = fsub.add_parser("export", help="write good runs (passed, or marked good) as draft cases", **fmt)
-    fexp.add_argument("--good", action="store_true", required=True, help="export the good runs")
+    fexp = fsub.add_parser("export", help="write the thumbs-up runs (marked good) as draft cases", **fmt)
+    fexp.add_argument("--good", action="store_true", required=True, help="export the runs marked good")
     fexp.add_argument("--out", required=True, metavar="PATH", help="the draft suite to write or add to")
     fexp.add_argument("--suite", action="extend", nargs="+", default=None, metavar="NAME",
                       help="the suites whose stored runs to read (default: every suite in the warehouse)")
@@ -441,7 +441,7 @@ def _cmd_feedback(args: argparse.Namespace) -> int:
               + (f", pass {mark.pass_index}" if mark.pass_index else "") + f") {mark.rating}")
         return EXIT_OK
     report = project.feedback.export(Path(args.out), suites=args.suite, configs=args.configs)
-    print(f"{report.path}: {report.drafted} draft(s) from {report.runs} good run(s)"
+    print(f"{report.path}: {report.drafted} draft(s) from {report.runs} thumbs-up run(s)"
           + (f" ({', '.join(report.case_ids[:5])}{' ...' if len(report.case_ids) > 5 else ''})" if report.case_ids
              else ""))
     for line in report.skipped:

@@ -247,7 +247,7 @@ class Feedback:
                     note=note)
 
     def export(self, out: str | Path, *, suites: list[str] | None = None, configs: list[str] | None = None) -> Any:
-        """Write every good stored run (passed, or marked good) as a draft case (origin feedback) to ``out``."""
+        """Write every thumbs-up stored run (marked good) as a draft case (origin feedback) to ``out``."""
         from nl2sql_assets.evaluation.history.feedback import export_good
 
         return export_good(self._project.warehouse, out, config=self._project.config, suites=suites, configs=configs)

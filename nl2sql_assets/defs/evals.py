@@ -245,7 +245,8 @@ def case_runs_metadata(runs: Any, seconds: float, path: Path, report: Any = None
     board = next(iter(report.configs.values()))
     s = board.summary.total
     return safe_metadata({
-        "passed": s["pass"], "failed": s["fail"], "errors": s["error"], "skipped": s["skip"],
+        "passed": s["pass"], "failed": s["fail"], "errors": s["error"], "env_errors": s.get("env_error", 0),
+        "skipped": s["skip"],
         **headline_metrics(board, report.mode),  # only the measures that apply to the mode
         **board.summary_metrics(),  # what each scorer contributes
         "cost_usd": board.cost.total_usd,

@@ -294,3 +294,18 @@ def test_a_run_of_nothing_but_outages_has_no_rate_anywhere(demo_project: Path, m
     assert record.metrics.execution.rate is None and record.metrics.execution_lenient.rate is None
     page = (demo_project / "docs" / "benchmarks.md").read_text()
     assert "n/a" in page and "0.0% (" not in page
+
+
+def test_environment_errors_have_their_own_column_per_role(project: ProjectConfig, provider: Provider) -> None:
+    bus, _, llm = provider("quota", max_retries=0)
+    report = _full(project, bus, llm)
+    board = report.first_board
+    assert board is not None
+    outages = sum(1 for r in board.results if r.env_error is not None)
+    assert outages == 5
+    assert board.summary.total["env_error"] == outages and board.summary.total["fail"] == 0
+    assert sum(counts["env_error"] for counts in board.summary.roles.values()) == outages
+    assert all(counts["fail"] == 0 for counts in board.summary.roles.values())
+    from nl2sql_assets.evaluation.reporting import to_markdown
+
+    assert f"0 fail, 0 error, {outages} environment error" in to_markdown(board)

@@ -1,17 +1,20 @@
 """Feedback: people's marks on stored case runs, and ``export --good``: good runs as draft cases.
 
 A person marks a case run good or bad (``rate``; one line per mark in the warehouse's ratings
-file, the newest mark of a run wins). ``export_good`` turns every good run of the warehouse
-into a draft case (``origin: feedback``): each run that passed, or that a person marked good,
-and was not marked bad since. The draft holds the question, the SQL the run executed, the
-datasources it read, and ``allowed`` for the role that asked; drafts of one question and SQL
-merge their roles. Drafts go to a file of their own, never into a reviewed suite, and a
-question and SQL already drafted there are not drafted again.
+file, the newest mark of a run wins). A mark names the run it rates: the pass's run (when it
+started) and the SQL that run executed, so a pass run again is not covered by a mark on the one
+before. ``export_good`` turns each thumbs-up run into a draft case (``origin: feedback``): a run
+a person marked good and did not mark bad since. A run that merely passed is not a thumbs-up.
+The draft holds the question, the SQL the run executed, the datasources it read, and
+``allowed`` for the role that asked; drafts of one question and SQL merge their roles. Drafts go
+to a file of their own, never into a reviewed suite, and a question and SQL already drafted
+there are not drafted again.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,8 +35,18 @@ class FeedbackError(UserError, ValueError):
     """A mark or an export that cannot be made; the message says why."""
 
 
+class RatedRun(StrictModel):
+    """The run a mark was made on, for one pass: when that pass's run started, and the SQL it
+    executed (SHA-256; None when it executed none)."""
+
+    started_at: datetime
+    sql_sha256: str | None = None
+
+
 class Rating(StrictModel):
-    """One person's mark on one stored case run (``pass_index`` None: every pass of it)."""
+    """One person's mark on one stored case run (``pass_index`` None: every pass of it).
+    ``runs`` names the run rated in each pass (empty in marks made before runs were named: they
+    cover whatever is stored under the pass)."""
 
     suite: str
     config: str
@@ -43,11 +56,27 @@ class Rating(StrictModel):
     rating: Literal["good", "bad"]
     note: str = ""
     at: datetime
+    runs: dict[int, RatedRun] = Field(default_factory=dict)
 
-    def covers(self, record: CaseRecord) -> bool:
-        return (self.suite, self.config, self.case_id, self.role) == (
-            record.suite, record.config, record.case_id, record.role
-        ) and self.pass_index in (None, record.pass_index)
+    def covers(self, record: CaseRecord, started_at: datetime | None = None) -> bool:
+        """Whether the mark is on ``record``, stored in a pass whose run started ``started_at``."""
+        if (self.suite, self.config, self.case_id, self.role) != (record.suite, record.config, record.case_id,
+                                                                   record.role):
+            return False
+        if self.pass_index not in (None, record.pass_index):
+            return False
+        if not self.runs:
+            return True
+        rated = self.runs.get(record.pass_index)
+        return rated is not None and rated.started_at == started_at and rated.sql_sha256 == _sql_digest(record)
+
+
+def _sql_digest(record: CaseRecord) -> str | None:
+    return hashlib.sha256(record.sql.encode("utf-8")).hexdigest() if record.sql is not None else None
+
+
+def _started_at(meta: dict[str, Any] | None) -> datetime | None:
+    return RunMeta.model_validate(meta).run_stamp.started_at if meta is not None else None
 
 
 def rate(warehouse: Warehouse, suite: str, config: str, case: str, rating: Literal["good", "bad"], *,
@@ -60,13 +89,18 @@ def rate(warehouse: Warehouse, suite: str, config: str, case: str, rating: Liter
     passes = warehouse.passes(suite, config)
     if pass_index is not None and pass_index not in passes:
         raise FeedbackError(f"no stored pass {pass_index} of suite {suite!r}, config {config!r} (stored: {passes})")
-    found = any(r.case_id == case_id and r.role == role
-                for n in (passes if pass_index is None else [pass_index])
-                for r in warehouse.read_pass(suite, config, n)[0])
-    if not found:
-        raise FeedbackError(f"no stored run of {case} in suite {suite!r}, config {config!r} under {warehouse.root}")
+    runs: dict[int, RatedRun] = {}
+    for n in passes if pass_index is None else [pass_index]:
+        records, meta = warehouse.read_pass(suite, config, n)
+        record = next((r for r in records if r.case_id == case_id and r.role == role), None)
+        started = _started_at(meta)
+        if record is not None and started is not None:
+            runs[n] = RatedRun(started_at=started, sql_sha256=_sql_digest(record))
+    if not runs:
+        raise FeedbackError(f"no stored run of {case} in suite {suite!r}, config {config!r} under {warehouse.root} "
+                            "(stored runs come from `nl2sql-assets pipeline run` or the case_runs asset)")
     mark = Rating(suite=suite, config=config, case_id=case_id, role=role, pass_index=pass_index, rating=rating,
-                  note=note, at=datetime.now(UTC))
+                  note=note, at=datetime.now(UTC), runs=runs)
     path = warehouse.ratings_path
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "a") as lock:
@@ -93,12 +127,12 @@ def ratings(warehouse: Warehouse) -> list[Rating]:
     return out
 
 
-def _verdict(record: CaseRecord, marks: list[Rating]) -> Literal["good", "bad", "marked good"] | None:
-    """The newest mark that covers the run ("marked good" / "bad"), else "good" when it passed."""
+def _verdict(record: CaseRecord, marks: list[Rating], started_at: datetime | None) -> Literal["good", "bad"] | None:
+    """The newest mark on the run, or None: a run nobody marked is no thumbs-up, pass or fail."""
     for mark in reversed(marks):
-        if mark.covers(record):
-            return "marked good" if mark.rating == "good" else "bad"
-    return "good" if record.status == "pass" else None
+        if mark.covers(record, started_at):
+            return mark.rating
+    return None
 
 
 class FeedbackReport(BaseModel):
@@ -107,7 +141,7 @@ class FeedbackReport(BaseModel):
     path: Path
     drafted: int = 0
     case_ids: list[str] = Field(default_factory=list)
-    runs: int = 0  # good runs found
+    runs: int = 0  # thumbs-up runs found
     skipped: list[str] = Field(default_factory=list)  # why some good runs gave no draft
 
 
@@ -128,8 +162,8 @@ def _questions(meta: dict[str, Any] | None, cache: dict[str, EvalSuite | None]) 
 
 
 _HEADER = (
-    "# Draft cases from good runs (`nl2sql-assets feedback export --good`): runs that passed, or that a person\n"
-    "# marked good. Drafts never run. To promote one: check that its SQL answers the question; fill in\n"
+    "# Draft cases from thumbs-up runs (`nl2sql-assets feedback export --good`): runs a person marked good\n"
+    "# (`feedback rate ... --good`). Drafts never run. To promote one: check that its SQL answers the question; fill in\n"
     "# difficulty, tags, tables, columns and the outcome for every role; set status: approved; then run\n"
     "# `nl2sql-assets eval regenerate <this file>` to write its rows.\n"
 )
@@ -137,7 +171,7 @@ _HEADER = (
 
 def export_good(warehouse: Warehouse, out: str | Path, *, config: ProjectConfig | None = None,
                 suites: list[str] | None = None, configs: list[str] | None = None) -> FeedbackReport:
-    """Write every good stored run as a draft case to ``out`` (see the module docstring)."""
+    """Write every thumbs-up stored run as a draft case to ``out`` (see the module docstring)."""
     from nl2sql_assets.evaluation.suites.drafts import refuse_draft_target
 
     out = Path(out)
@@ -155,13 +189,11 @@ def export_good(warehouse: Warehouse, out: str | Path, *, config: ProjectConfig 
             for n in warehouse.passes(suite, cfg):
                 records, meta = warehouse.read_pass(suite, cfg, n)
                 questions = _questions(meta, cache)
+                started = _started_at(meta)
                 for record in records:
-                    verdict = _verdict(record, marks)
-                    answered = record.sql is not None and record.result_status == "success"
-                    if record.kind != "answer" or verdict not in ("good", "marked good"):
+                    if record.kind != "answer" or _verdict(record, marks, started) != "good":
                         continue
-                    if verdict == "good" and not answered:
-                        continue  # a refusal or a decline that passed: nothing to draft
+                    answered = record.sql is not None and record.result_status == "success"
                     report.runs += 1
                     where = f"{suite}/{cfg}/pass {n}: {record.case_id}@{record.role}"
                     case = questions.get(record.case_id)

@@ -30,7 +30,7 @@ from nl2sql_assets.evaluation.reporting.coverage import (
     domains_markdown,
 )
 from nl2sql_assets.evaluation.reporting.tally import (
-    VERDICTS,
+    SUMMARY_COLUMNS,
     BoardTally,
 )
 from nl2sql_assets.evaluation.reporting.tally import case_key as case_key
@@ -75,10 +75,17 @@ class Accuracy(StrictModel):
 
 
 class Summary(StrictModel):
-    """Verdict counts (keys pass, fail, error, skip) per role and over all roles."""
+    """Case-run counts per role and over all roles: the verdicts (pass, fail, error, skip) and,
+    apart, ``env_error``: runs an environment error ended, which are no verdict on the model."""
 
     roles: dict[str, dict[str, int]] = Field(default_factory=dict)
-    total: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
+    total: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(SUMMARY_COLUMNS, 0))
+
+    def line(self, counts: dict[str, int]) -> str:
+        """``3 pass, 1 fail, 0 error, 15 environment error, 0 skip`` (older boards: no env column)."""
+        words = {"env_error": "environment error"}
+        return ", ".join(f"{counts.get(c, 0)} {words.get(c, c)}" for c in SUMMARY_COLUMNS
+                         if c != "env_error" or c in counts)
 
 
 class ScorerTally(StrictModel):
@@ -449,8 +456,9 @@ def to_markdown(board: Board) -> str:
     total = board.summary.total
     lines += [
         "",
-        f"Cases: {total['pass']} pass, {total['fail']} fail, {total['error']} error, {total['skip']} skip "
-        f"({board.completed_cases} of {board.planned_cases} planned).",
+        f"Cases: {board.summary.line(total)} ({board.completed_cases} of {board.planned_cases} planned)."
+        + ("" if len(board.summary.roles) < 2 else " By role: " + "; ".join(
+            f"{role} {board.summary.line(counts)}" for role, counts in board.summary.roles.items()) + "."),
         f"Cost per case: ${board.cost.per_case_usd:.4f} (total ${board.cost.total_usd:.4f}"
         + (f", {board.cost.unknown_cost_calls} calls not priced" if board.cost.unknown_cost_calls else "")
         + ").",

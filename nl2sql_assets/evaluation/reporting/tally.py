@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from nl2sql_assets.evaluation.reporting.report import Board
 
 VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "skip")
+#: The columns of a board's per-role summary: the verdicts, and the case runs an environment error
+#: ended (an outage, quota, auth: no verdict on the model, left out of accuracy), in their own.
+SUMMARY_COLUMNS: tuple[str, ...] = ("pass", "fail", "error", "env_error", "skip")
 Verdictor = Callable[[CaseRecord], str | None]
 
 
@@ -168,7 +171,7 @@ class BoardTally:
         self.records = 0
         self.asked = 0  # runs that asked a question and were not skipped (outages included)
         self.roles: dict[str, dict[str, int]] = {}
-        self.total = dict.fromkeys(VERDICTS, 0)
+        self.total = dict.fromkeys(SUMMARY_COLUMNS, 0)
         self.models: dict[str, str] = {}
         self.cases: dict[tuple[str, str], tuple[str | None, bool]] = {}  # (suite, case) -> (fingerprint, query)
         self.domains: dict[str, DomainCount] = defaultdict(DomainCount)
@@ -207,9 +210,10 @@ class BoardTally:
 
     def add(self, record: CaseRecord) -> None:
         self.records += 1
-        counts = self.roles.setdefault(record.role, dict.fromkeys(VERDICTS, 0))
-        counts[record.status] += 1
-        self.total[record.status] += 1
+        counts = self.roles.setdefault(record.role, dict.fromkeys(SUMMARY_COLUMNS, 0))
+        column = "env_error" if record.env_error is not None else record.status
+        counts[column] += 1
+        self.total[column] += 1
         for node, model in record.models.items():
             self.models.setdefault(node, model)
         self.cases.setdefault((record.suite, record.case_id), (record.fingerprint, is_query(record)))

@@ -1,11 +1,13 @@
 """``nl2sql-assets``: set up a demo, run and gate evals, regenerate rows, publish records.
 
 Exit codes of ``eval run``: 0 finished and nothing regressed; 1 a regression against
-``--baseline`` or a threshold missed (``--min-*`` / ``--max-*``, or ``thresholds:`` in evals.yaml);
-2 a usage error, a refused run, or a missing, unreadable or incomparable baseline; 3 the cost cap
-stopped the run early (the report is partial); 4 the run is incomplete: the provider failed some
-case runs (auth, quota, rate limit, 5xx, timeout, transport), so its numbers are not the model's
-and it is never gated (the circuit breaker may have stopped it early).
+``--baseline`` or a threshold missed (``--min-*`` / ``--max-*``, or ``thresholds:`` in evals.yaml),
+also when the cost cap stopped the run (a known regression is not "partial, fine"; both are
+printed); 2 a usage error, a refused run, or a missing, unreadable or incomparable baseline; 3 the
+cost cap stopped the run early and nothing regressed in what ran (the report is partial); 4 the run
+is incomplete: the provider failed some case runs (auth, quota, rate limit, 5xx, timeout,
+transport), so its numbers are not the model's and it is never gated (the circuit breaker may have
+stopped it early).
 ``eval seed`` exits 2 on a refusal and 3 at the cost cap or the call limit.
 """
 
@@ -83,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     run = esub.add_parser("run", help="run the suites and score them (default mode full: real models, paid)",
                           description="Run every approved case once per role and score it. The default mode, "
                                       "full, calls real models and costs money; plans and retrieval need no key.",
+                          epilog="exit codes: 0 finished, nothing regressed; 1 a regression or a missed threshold "
+                                 "(also when the cost cap stopped the run: both are printed); 2 usage error, "
+                                 "refused run, missing or incomparable baseline; 3 stopped at the cost cap with "
+                                 "nothing regressed (the report is partial); 4 incomplete: the provider failed "
+                                 "case runs (an outage, never gated)",
                           **fmt)
     # Selectors take several values after one flag and may repeat (``--cases a --cases b``
     # runs both): "extend" keeps every value where nargs="+" alone would keep the last flag's.
@@ -341,7 +348,13 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
         else:
             print("gate: ok")
     if report.stopped == "max_cost":
-        print(f"stopped at the cost cap: spent ${report.spent:.4f}", file=sys.stderr)
+        print(f"stopped at the cost cap: spent ${report.spent:.4f}; the report is partial", file=sys.stderr)
+        if report.cap_rule:
+            print(f"cost cap: {report.cap_rule}", file=sys.stderr)
+        if code == EXIT_REGRESSION:  # what did run regressed: that is the verdict, partial or not
+            print("exit 1: a regression (or a missed threshold) in the case runs made before the cap stopped "
+                  "the run", file=sys.stderr)
+            return EXIT_REGRESSION
         return EXIT_COST_CAP
     return code
 

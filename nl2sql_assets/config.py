@@ -278,12 +278,15 @@ _Share = Annotated[float, Field(ge=0, le=1)]
 
 class ThresholdSettings(StrictModel):
     """Floors and ceilings every board of a run must meet (``eval run`` exits 1 naming each one
-    missed). Shares are 0..1; None: not checked. A measure a run cannot take (execution success in
-    a probe-only run, policy recall without probes) is reported as not measured, never as missed.
+    missed). Shares are 0..1; None: not checked. Execution success is on by default at 1.0 (the
+    reference's default), the others off. A measure a run cannot take (execution success in a
+    probe-only run, policy recall without probes) is reported as not measured, never as missed.
     Each field is one threshold of ``evaluation.reporting.thresholds.THRESHOLDS``."""
 
-    min_execution_success: _Share | None = Field(default=None, description=(
-        "the least share of allowed questions whose SQL ran, right or wrong (0-1)"))
+    min_execution_success: _Share | None = Field(default=1.0, description=(
+        "the least share of allowed questions whose SQL ran, right or wrong (0-1); 1.0 by default: every "
+        "question a run executes must run (a probe-only run, or one that executes nothing, is exempt); "
+        "null turns it off"))
     min_accuracy: _Share | None = Field(default=None, description=(
         "the least execution accuracy, strict (0-1); where nothing executes, the share of question runs "
         "that passed"))
@@ -317,6 +320,8 @@ class EvalsConfig(StrictModel):
     thresholds: ThresholdSettings = Field(default_factory=ThresholdSettings)
 
     # The file it was read from (None inline in nl2sql.yaml): later errors name it.
+    #: the suite paths as the file writes them (for messages; ``suites`` holds them resolved)
+    suites_as_written: list[str] = Field(default_factory=list, exclude=True)
     source: Path | None = Field(default=None, exclude=True)
 
 
@@ -453,7 +458,10 @@ def _read_mapping(path: Path) -> tuple[dict[str, Any], str]:
     return data, text
 
 
-def load_evals(path: str | Path, environ: Mapping[str, str] | None = None) -> EvalsConfig:
+def load_evals(path: str | Path, environ: Mapping[str, str] | None = None, *, root: Path | None = None
+               ) -> EvalsConfig:
+    """Load an ``evals.yaml``. Its suite paths are relative to ``root``, the folder of the
+    ``nl2sql.yaml`` that names it (the reference's rule), else to its own folder."""
     path = Path(path)
     data, text = _read_mapping(path)
     data = substitute_env(data, path, environ)
@@ -461,7 +469,8 @@ def load_evals(path: str | Path, environ: Mapping[str, str] | None = None) -> Ev
         evals = EvalsConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, path, text)) from None
-    base = path.parent
+    base = root if root is not None else path.parent
+    evals.suites_as_written = [str(p) for p in evals.suites]
     evals.suites = [p if p.is_absolute() else (base / p) for p in evals.suites]
     evals.source = path
     return evals
@@ -481,8 +490,9 @@ def load_config(path: str | Path = "nl2sql.yaml", environ: Mapping[str, str] | N
     for ds in config.datasources:
         ds.path = config.resolve(ds.path)
     if isinstance(config.evals, EvalsRef):
-        config.evals = load_evals(config.resolve(config.evals.file), environ)
+        config.evals = load_evals(config.resolve(config.evals.file), environ, root=config.root)
     else:
+        config.evals.suites_as_written = [str(p) for p in config.evals.suites]
         config.evals.suites = [config.resolve(p) for p in config.evals.suites]
         config.evals.source = path
     return config

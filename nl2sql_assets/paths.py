@@ -33,7 +33,10 @@ def is_packaged(path: str | Path) -> bool:
 
 
 def repo_root() -> Path | None:
-    """The checkout holding the package, found by walking up to ``.git``; None for a wheel."""
+    """The checkout holding the package, found by walking up to ``.git``; None for a wheel (an
+    installed copy under site-packages is not the checkout's code, even inside one)."""
+    if {"site-packages", "dist-packages"} & set(PACKAGE_DIR.parts):
+        return None
     return _find_git_root(PACKAGE_DIR)
 
 

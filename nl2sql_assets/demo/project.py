@@ -36,7 +36,9 @@ YAML_HEADER = """\
 """
 EVALS_HEADER = """\
 # Evaluation settings: the suites to run, the scorers, the cost cap of mode full, the gate and
-# the thresholds every board must meet. Suite paths are relative to this file.
+# the thresholds every board must meet. Suite paths are relative to nl2sql.yaml's folder.
+# min_execution_success is 1.0 unless set here (every question's SQL must run; a probe-only run
+# is exempt; null turns it off); the other thresholds are off unless set.
 """
 
 
@@ -77,8 +79,9 @@ def evals_config_data(suites_dir: str = "suites") -> dict[str, Any]:
         "curated": True,
         "max_cost_usd": 5.0,
         "gate": {"max_regressions": 2, "alpha": 0.05, "max_cost_increase": 0.2},
-        # Every policy probe must be refused; a run without probes does not measure it.
-        "thresholds": {"min_policy_recall": 1.0},
+        # Every question's SQL must run (the default, said here to be seen; probe-only runs are exempt),
+        # and every policy probe must be refused (a run without probes does not measure it).
+        "thresholds": {"min_execution_success": 1.0, "min_policy_recall": 1.0},
     }
 
 

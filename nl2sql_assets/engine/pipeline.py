@@ -17,6 +17,7 @@ database work runs in worker threads.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -180,7 +181,32 @@ def _background_loop() -> asyncio.AbstractEventLoop:
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="nl2sql-engine-loop", daemon=True).start()
             _loop = loop
+            atexit.register(_close_background_loop, loop)
         return _loop
+
+
+def _close_background_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """At exit: close the HTTP sessions the shared loop holds (the lean client's connection pool,
+    litellm's clients), then stop the loop, so no session is left for the interpreter to find
+    unclosed. A loop that is gone or wedged is left as it is."""
+    if loop.is_closed() or not loop.is_running():
+        return
+
+    async def close_sessions() -> None:
+        from nl2sql_assets.llm import openai_compat
+
+        await openai_compat.close_client()
+        import sys
+
+        litellm = sys.modules.get("litellm")  # only when a call imported it
+        closer = getattr(litellm, "close_litellm_async_clients", None) if litellm is not None else None
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                await closer()
+
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(close_sessions(), loop).result(timeout=5)
+    loop.call_soon_threadsafe(loop.stop)
 
 
 def run_sync(coro: Coroutine[Any, Any, R]) -> R:

@@ -34,6 +34,7 @@ from nl2sql_assets.config import ModelSettings
 from nl2sql_assets.llm import openai_compat, transport
 from nl2sql_assets.llm.calls import EnvErrorKind, LLMCall, TokenSource, Usage, combine_sources
 from nl2sql_assets.llm.providers import API_KEY_ENV
+from nl2sql_assets.llm.spend import CALL_GUARD, CapReached
 from nl2sql_assets.redact import protect_logger, redact
 
 T = TypeVar("T", bound=BaseModel)
@@ -459,7 +460,16 @@ class LLMClient:
         last_error = "no attempt made"
         kind: EnvErrorKind | None = None
         status: int | None = None
+        spend_guard = CALL_GUARD.get()
         while attempts < max_attempts:
+            if spend_guard is not None:  # before every attempt: a retry is billed like a call
+                try:
+                    spend_guard.before_call(node, settings.model)
+                except CapReached:
+                    if attempts:  # the attempts made so far went out and are paid for
+                        spend_guard.after_call(self._record(node, settings.model, tally, started, attempts,
+                                                            error="stopped by the cost cap"))
+                    raise
             attempts += 1
             guard, token = transport.guard_responses(settings.max_response_bytes)
             try:
@@ -508,9 +518,14 @@ class LLMClient:
                     },
                 ]
                 continue
-            return parsed, self._record(node, settings.model, tally, started, attempts)
+            done = self._record(node, settings.model, tally, started, attempts)
+            if spend_guard is not None:
+                spend_guard.after_call(done)
+            return parsed, done
         call = self._record(node, settings.model, tally, started, attempts, error=last_error, kind=kind,
                             status=status)
+        if spend_guard is not None:
+            spend_guard.after_call(call)
         what = f"{kind} error (HTTP {status})" if kind and status else f"{kind} error" if kind else "failed"
         raise LLMCallError(f"{node}: model call {what} after {attempts} attempt(s): {last_error}", call)
 

@@ -11,6 +11,7 @@ import pytest
 
 from nl2sql_assets.evaluation.history.pg_ledger import PgSpendLedger
 from tests.cluster.conftest import dsn
+from tests.unit.test_spend_ledger import LEDGER_STEPS, run_steps
 
 # (action, cost) -> decision under a cap of 1.00: the file ledger's table (tests/unit/test_warehouse.py).
 DECISIONS = [
@@ -111,3 +112,54 @@ def test_a_connection_dropped_mid_transaction_is_raised_as_postgres_unavailable(
                 cur.execute("SELECT 2")
     finally:
         port.stop()
+
+
+@pytest.mark.parametrize(("name", "steps", "expected"), LEDGER_STEPS, ids=[s[0] for s in LEDGER_STEPS])
+def test_the_per_call_rules_match_the_file_ledger(pg_database: str, name, steps, expected):
+    """``running.spend``'s table of steps (tests/unit/test_spend_ledger.py): cases and model calls."""
+    ledger = PgSpendLedger(dsn(pg_database), f"b-{uuid.uuid4().hex}", schema="ledger_test")
+    assert run_steps(ledger, steps) == expected, name
+
+
+def test_runs_on_the_postgres_ledger_stop_at_a_call_once_the_cap_could_pass(pg_database: str, tmp_path,
+                                                                             chinook_path):
+    """Two runs at once drawing on one Postgres budget, against a provider whose cost grows tenfold
+    per case run: no call starts once the cap could pass, over both runs."""
+    import threading
+
+    from nl2sql_assets import Project
+    from nl2sql_assets.engine.events import EventBus
+    from nl2sql_assets.evaluation.running import RunRequest
+    from tests.integration.test_cap_per_call import CAP, Growing
+    from tests.unit.test_runner import small_project
+
+    growing = Growing(chinook_path)
+    budget = f"backfill-{uuid.uuid4().hex}"
+    stopped = {}
+
+    def one(n: int) -> None:
+        folder = tmp_path / f"run{n}"
+        folder.mkdir()
+        config = small_project(folder, chinook_path)
+        config.settings.max_concurrency = 4
+        bus = EventBus()
+        llm = growing(bus)
+        with Project(config, bus=bus) as project:
+            runs = project.evals.run_cases(RunRequest(mode="full", llm={"default": llm}, max_cost_usd=CAP,
+                                                      curated=False),
+                                           budget=PgSpendLedger(dsn(pg_database), budget, schema="ledger_test"))
+        stopped[n] = runs.meta.stopped
+
+    try:
+        threads = [threading.Thread(target=one, args=(n,)) for n in (1, 2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        totals = PgSpendLedger(dsn(pg_database), budget, schema="ledger_test").totals()
+        assert stopped == {1: "max_cost", 2: "max_cost"}
+        assert totals["open"] == 0 and totals["spent"] <= CAP + 2 * 4 * growing.dearest_call()
+        assert sum(1 for s in growing.servers for _ in s.calls_billed) > 2  # both runs made calls
+    finally:
+        for server in growing.servers:
+            server.stop()

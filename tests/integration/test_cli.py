@@ -327,7 +327,7 @@ def test_a_bad_llm_or_an_unpriced_model_exits_2_before_any_call(
                          "--max-cost", "1", "--out", tmp_path / "r.json")
     assert code == 2
     assert message in err
-    assert not (tmp_path / "r.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("r.")) == []  # no report, no records
 
 
 def test_two_llm_configs_of_one_name_exit_2_before_any_call(
@@ -546,14 +546,20 @@ def test_publish_in_a_project_without_a_readme_names_only_what_it_wrote(
     assert lines[1:] == [f"updated {root / 'docs' / 'benchmarks.md'}"]
 
 
-def test_a_record_carries_the_commit_of_the_project_it_ran_in(
+def test_a_record_carries_the_engine_s_commit_and_the_project_s_apart(
     demo_project: Path, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
 ) -> None:
-    """Outside git a run records no commit; inside the project's own repository, that commit."""
+    """Spec 000: ``git_commit`` is the engine's (found from the installed package), whatever folder
+    the run is made in; the project folder's own commit is ``project_git_commit``."""
+    from nl2sql_assets.paths import git_info
+
+    engine_commit, _ = git_info()  # this editable checkout's HEAD
+    assert engine_commit != "unknown"
     argv = ["--config", demo_project / "nl2sql.yaml", "eval", "run", "--mode", "plans", "--cases", "chinook_010"]
     code, _, err = cli(*argv)
     assert code == 0, err
-    assert load_report(demo_project / "eval_plans.json").run_stamp.git_commit == "unknown"
+    stamp = load_report(demo_project / "eval_plans.json").run_stamp
+    assert (stamp.git_commit, stamp.project_git_commit) == (engine_commit, "unknown")  # a demo folder outside git
 
     git = shutil.which("git")
     assert git is not None
@@ -566,7 +572,7 @@ def test_a_record_carries_the_commit_of_the_project_it_ran_in(
     code, _, err = cli(*argv)
     assert code == 0, err
     stamp = load_report(demo_project / "eval_plans.json").run_stamp
-    assert stamp.git_commit == head
+    assert (stamp.git_commit, stamp.project_git_commit, stamp.project_git_dirty) == (engine_commit, head, False)
 
 
 # ================================================================ configs and the Dagster pipeline

@@ -113,7 +113,7 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
     assert {(r.case_id, r.role): r.expected for r in records} == expected
     assert {(r.case_id, r.role): r.expected for r in probe_records} == probes
     assert len(records) == 141
-    assert board.summary.total == {"pass": 141 + PROBE_RUNS, "fail": 0, "error": 0, "skip": 0}
+    assert board.summary.total == {"pass": 141 + PROBE_RUNS, "fail": 0, "error": 0, "env_error": 0, "skip": 0}
     assert report.skipped == clarify_runs  # asked back only with clarify on: skipped and counted
     assert all(r.execution_status == "pass" for r in records)
     assert all(r.execution_status is None and r.usage == {} for r in probe_records)  # no model call

@@ -309,3 +309,39 @@ def test_environment_errors_have_their_own_column_per_role(project: ProjectConfi
     from nl2sql_assets.evaluation.reporting import to_markdown
 
     assert f"0 fail, 0 error, {outages} environment error" in to_markdown(board)
+
+
+def test_execution_success_is_held_at_1_by_default(demo_project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Spec 003's default: a run whose questions' SQL did not run fails (exit 1), unless evals.yaml or
+    the flag says otherwise; a probe-only run is exempt."""
+    import yaml
+
+    from nl2sql_assets.cli import main
+    from nl2sql_assets.evaluation.suites import load_suite
+
+    monkeypatch.delenv("CI", raising=False)
+    evals_file = demo_project / "evals.yaml"
+    evals = yaml.safe_load(evals_file.read_text())
+    evals.pop("thresholds", None)  # nothing said: the default holds
+    evals_file.write_text(yaml.safe_dump(evals))
+    cases = load_suite(demo_project / "suites" / "chinook.yaml").cases
+    with FlakyLLMServer(cases, EventBus(), behaviour="malformed") as server:
+        llm_file = demo_project / "malformed.yaml"
+        llm_file.write_text(yaml.safe_dump({
+            "default": {"model": f"openai/{MODEL}", "api_base": server.base_url, "api_key": "x", "max_retries": 0},
+            "prices": {MODEL: PRICE.model_dump()}}))
+
+        def run(*extra: str) -> int:
+            return main(["--config", str(demo_project), "eval", "run", "--mode", "full", "--llm",
+                         f"default={llm_file}", "--max-cost", "1", "--cases", "chinook_001", "chinook_002",
+                         "--roles", "admin", "--out", str(demo_project / "eval_full.json"), *extra])
+
+        assert run() == 1
+        err = capsys.readouterr().err
+        assert "THRESHOLD: min_execution_success >= 100.0% [default]: MISSED, measured 0.0%" in err
+        assert run("--min-execution-success", "0") == 0  # the flag lowers it
+        capsys.readouterr()
+        evals["thresholds"] = {"min_execution_success": None}  # evals.yaml turns it off
+        evals_file.write_text(yaml.safe_dump(evals))
+        assert run() == 0

@@ -121,3 +121,29 @@ def test_a_role_naming_an_unknown_datasource_is_refused(tmp_path: Path):
     text = BASE.replace("        shop: {allow", "        nowhere: {allow")
     with pytest.raises(ConfigError, match="unknown datasource 'nowhere'"):
         load_config(_project(tmp_path, text))
+
+
+def test_suite_paths_in_evals_yaml_are_relative_to_nl2sql_yaml(tmp_path: Path):
+    """Spec: ``suites: [evals/chinook.yaml]  # relative to nl2sql.yaml``, wherever evals.yaml sits."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "nl2sql.yaml").write_text(BASE.replace("evals: {file: evals.yaml}", "evals: {file: config/evals.yaml}"))
+    (tmp_path / "config" / "evals.yaml").write_text(EVALS)
+    config = load_config(tmp_path / "nl2sql.yaml")
+    assert config.evals_config.suites == [tmp_path.resolve() / "suites" / "one.yaml"]  # not config/suites/
+
+
+def test_a_listed_suite_that_is_missing_names_both_paths_and_the_rule(tmp_path: Path):
+    from nl2sql_assets.evaluation.running.selection import SelectionError, load_run_suites
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "nl2sql.yaml").write_text(BASE.replace("evals: {file: evals.yaml}", "evals: {file: config/evals.yaml}"))
+    (tmp_path / "config" / "evals.yaml").write_text("suites: [mine.yaml]\n")
+    (tmp_path / "config" / "mine.yaml").write_text("version: 1\ncases: []\n")  # beside evals.yaml: the old reading
+    config = load_config(tmp_path / "nl2sql.yaml")
+    with pytest.raises(SelectionError) as info:
+        load_run_suites(config, None)
+    message = str(info.value)
+    root = tmp_path.resolve()
+    assert str(root / "config" / "evals.yaml") in message and str(root / "mine.yaml") in message
+    assert "relative to the folder of" in message and str(root / "nl2sql.yaml") in message
+    assert str(root / "config" / "mine.yaml") in message and "'config/mine.yaml'" in message

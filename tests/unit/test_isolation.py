@@ -39,6 +39,10 @@ def test_a_bad_plan_in_the_serving_plan_cache_never_reaches_a_run(demo_project: 
     assert isolation is not None and isolation.plan_cache.isolated and isolation.temp_folder.isolated
     assert isolation.temp_folder.path is not None and not Path(isolation.temp_folder.path).exists()  # removed
     assert "plan cache: isolated" in isolation.markdown()
+    # What it says of conversations is what runs do: follow-ups get their own earlier turns, no more.
+    how = isolation.conversation_state.how
+    assert isolation.conversation_state.isolated and "follow-up" in how and "its own earlier turns" in how
+    assert "without history" not in how.replace("with no history", "")
 
 
 def test_a_poisoned_or_stale_serving_index_never_reaches_a_run(demo_project: Path) -> None:

@@ -80,6 +80,8 @@ def test_probes_go_to_the_policy_check_and_are_scored_by_rule(project: ProjectCo
     governing = {p.case: (p.expected_rule, p.rule, p.count) for p in summary.probes}
     assert governing["p_wrong_rule@viewer"] == ("column_scope", "table_scope", "tp")
     assert governing["p_bypass@viewer"] == ("table_scope", None, "fn")
+    assert {p.policy for p in summary.probes} == {"project"}  # none of these carries a policy of its own
+    assert "expected column_scope (the project's policy)" in wrong.reason
     # Probes are not questions: execution accuracy, latency and cost per case leave them out.
     assert board.accuracy.execution.total == 14 and board.coverage is not None
     assert (board.coverage.query_count, board.coverage.probe_count) == (5, 6)
@@ -115,6 +117,12 @@ def test_a_case_with_its_own_policy_runs_under_it(project: ProjectConfig, tmp_pa
     assert records[("own_refused", "viewer")].policy_rule == "table_scope"
     assert records[("own_probe", "viewer")].status == "pass"
     assert records[("own_probe", "viewer")].policy_rule == "column_scope"
+    # The verdict says whose policy decided it: the case's own, or the project's.
+    assert records[("own_probe", "viewer")].scores["policy"].detail["policy"] == "case"
+    summary = report.configs["plans"].summaries()["policy"]
+    assert isinstance(summary, PolicySummary)
+    assert {p.case: p.policy for p in summary.probes} == {"own_probe@viewer": "case"}
+    assert "| own_probe@viewer | deny | column_scope | column_scope | case | tp |" in summary.markdown()
 
 
 def test_each_mode_leaves_out_the_kinds_it_does_not_run_and_counts_them(project: ProjectConfig,

@@ -87,9 +87,9 @@ def test_accuracies_from_a_hand_table() -> None:
 
 def test_summary_counts_each_verdict_per_role() -> None:
     board = build_report(table_of_six(), meta()).configs["default"]
-    assert board.summary.roles["analyst"] == {"pass": 2, "fail": 2, "error": 0, "skip": 0}
-    assert board.summary.roles["viewer"] == {"pass": 0, "fail": 0, "error": 1, "skip": 1}
-    assert board.summary.total == {"pass": 2, "fail": 2, "error": 1, "skip": 1}
+    assert board.summary.roles["analyst"] == {"pass": 2, "fail": 2, "error": 0, "env_error": 0, "skip": 0}
+    assert board.summary.roles["viewer"] == {"pass": 0, "fail": 0, "error": 1, "env_error": 0, "skip": 1}
+    assert board.summary.total == {"pass": 2, "fail": 2, "error": 1, "env_error": 0, "skip": 1}
     assert board.errors_by_code == {"EXECUTION_ERROR": 1}
 
 
@@ -322,3 +322,28 @@ def test_meta_accepts_several_databases() -> None:
     assert m.database.datasource_id == "support"
     with pytest.raises(ValueError, match="extra"):
         RunMeta.model_validate({**m.model_dump(), "unexpected": 1})
+
+
+def test_spec_averages_are_per_question_run_with_their_token_source() -> None:
+    """Spec 003: average input and output tokens per question run (measured or estimated), and the
+    service's and the gold SQL's average latency over question runs (not distinct cases)."""
+    from nl2sql_assets.llm.calls import Usage
+
+    def q(case: str, tokens: tuple[int, int], latency: float, oracle: float | None, source: str) -> CaseRecord:
+        return rec(case, "pass", usage={"planner": Usage(input_tokens=tokens[0], output_tokens=tokens[1]),
+                                        "synthesizer": Usage(input_tokens=10, output_tokens=5)},
+                   latency_s=latency, oracle_latency_s=oracle, token_source=source)
+
+    records = [q("c1", (100, 20), 1.0, 0.002, "measured"), q("c1", (300, 40), 3.0, 0.002, "measured"),
+               q("c2", (200, 30), 2.0, None, "estimated")]
+    board = build_report(records, meta()).configs["default"]
+    a = board.averages
+    assert a is not None and a.question_runs == 3
+    assert a.average_input_tokens == pytest.approx((110 + 310 + 210) / 3)
+    assert a.average_output_tokens == pytest.approx((25 + 45 + 35) / 3)
+    assert a.token_source == "mixed"  # some counts were ours: a cost drawn from them is an estimate
+    assert a.average_service_latency_ms == pytest.approx(2000.0)
+    assert a.average_oracle_latency_ms == pytest.approx(2.0) and a.oracle_timed_runs == 2  # c1's two runs
+    assert "On average per question run (3): 210 input / 35 output tokens (mixed)" in to_markdown(board)
+    probes_only = build_report([rec("p1", "pass", kind="probe")], meta()).configs["default"]
+    assert probes_only.averages is None  # no question runs: no averages, never zeros

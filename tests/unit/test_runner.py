@@ -234,7 +234,7 @@ def test_plans_passes_every_case_for_every_role(project: ProjectConfig) -> None:
     report = run_eval(project, mode="plans")
     assert list(report.configs) == ["plans"]
     board = report.configs["plans"]
-    assert board.summary.total == {"pass": ROLE_RUNS, "fail": 0, "error": 0, "skip": 0}, [
+    assert board.summary.total == {"pass": ROLE_RUNS, "fail": 0, "error": 0, "env_error": 0, "skip": 0}, [
         (r.case_id, r.role, r.reason) for r in board.results if r.status != "pass"
     ]
     assert report.accuracy == 1.0
@@ -481,7 +481,7 @@ def test_full_compares_two_configs_and_prices_every_call(project: ProjectConfig,
     assert list(report.configs) == ["good", "bad"]
     good_board, bad_board = report.configs["good"], report.configs["bad"]
     assert report.scorers == ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing"]
-    assert good_board.summary.total == {"pass": ROLE_RUNS, "fail": 0, "error": 0, "skip": 0}, [
+    assert good_board.summary.total == {"pass": ROLE_RUNS, "fail": 0, "error": 0, "env_error": 0, "skip": 0}, [
         (r.case_id, r.role, r.reason) for r in good_board.results if r.status != "pass"]
     assert good_board.models == dict.fromkeys(good_board.models, "openai/gold-plans")
 

@@ -63,7 +63,9 @@ PROBES = [record("p1", kind="probe", policy=_probe("tp")), record("p2", kind="pr
 def test_each_threshold_reads_its_measure_and_misses_past_its_limit(
     name: str, limit: float, measured: float | None, missed: bool
 ) -> None:
-    result = check_thresholds(report_of(QUESTIONS + PROBES), ThresholdSettings(**{name: limit}))
+    # the one threshold alone (execution success, on by default, is off unless it is the one)
+    result = check_thresholds(report_of(QUESTIONS + PROBES),
+                              ThresholdSettings(**{"min_execution_success": None, name: limit}))
     (check,) = result.checks
     assert check.name == name and check.config == "c" and check.missed is missed
     if measured is not None:
@@ -84,7 +86,7 @@ def test_a_probe_only_run_is_exempt_from_the_question_thresholds() -> None:
 
 
 def test_a_run_without_probes_does_not_measure_policy_recall() -> None:
-    result = check_thresholds(report_of(QUESTIONS), ThresholdSettings(min_policy_recall=1.0))
+    result = check_thresholds(report_of(QUESTIONS), ThresholdSettings(min_execution_success=None, min_policy_recall=1.0))
     assert result.ok and result.checks[0].measured is None
 
 
@@ -100,9 +102,18 @@ def test_in_mode_retrieval_accuracy_is_the_share_of_question_runs_that_passed() 
 def test_the_command_line_overrides_evals_yaml_and_an_unset_option_keeps_it() -> None:
     settings = merge_thresholds(ThresholdSettings(min_accuracy=0.9, max_cost_per_case=0.5),
                                 {"min_accuracy": 0.95, "max_cost_per_case": None})
-    assert settings.set() == {"min_accuracy": 0.95, "max_cost_per_case": 0.5}
+    assert settings.set() == {"min_execution_success": 1.0, "min_accuracy": 0.95, "max_cost_per_case": 0.5}
     with pytest.raises(ValueError, match="greater than or equal to 0"):
         merge_thresholds(ThresholdSettings(), {"min_accuracy": -1})
+
+
+def test_execution_success_is_on_at_1_by_default_and_the_rest_off() -> None:
+    """Spec 003's default: --min-execution-success 1.0; the other gates are off unless set."""
+    assert ThresholdSettings().set() == {"min_execution_success": 1.0}
+    result = check_thresholds(report_of(QUESTIONS), ThresholdSettings())
+    assert [c.name for c in result.misses] == ["min_execution_success"]  # q4's SQL did not run
+    assert check_thresholds(report_of(PROBES), ThresholdSettings()).ok  # a probe-only run is exempt
+    assert ThresholdSettings(min_execution_success=None).set() == {}
 
 
 def test_every_threshold_is_one_registered_object_and_one_evals_yaml_field() -> None:

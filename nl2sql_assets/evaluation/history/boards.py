@@ -36,6 +36,7 @@ def merge_metas(metas: list[RunMeta], config_name: str) -> RunMeta:
     completed = sum(sum(c.completed_cases for c in m.configs.values()) for m in metas)
     unknown = sum(sum(c.unknown_cost_calls for c in m.configs.values()) for m in metas)
     estimated = sum(sum(c.estimated_calls for c in m.configs.values()) for m in metas)
+    cap_stopped = sum(sum(c.stopped_by_cap for c in m.configs.values()) for m in metas)
     source = combine_sources(c.token_source for m in metas for c in m.configs.values())
     env_errors: dict[str, int] = {}
     for meta in metas:
@@ -57,7 +58,8 @@ def merge_metas(metas: list[RunMeta], config_name: str) -> RunMeta:
         "skipped": sum(m.skipped for m in metas),
         "configs": {config_name: ConfigMeta(models=models, planned_cases=planned, completed_cases=completed,
                                             unknown_cost_calls=unknown, estimated_calls=estimated,
-                                            token_source=source, env_errors=dict(sorted(env_errors.items())))},
+                                            token_source=source, env_errors=dict(sorted(env_errors.items())),
+                                            stopped_by_cap=cap_stopped)},
         "run_stamp": stamp,
     })
 

@@ -102,8 +102,10 @@ class BenchmarkRecord(StrictModel):
     kind: ModeName
     recorded_at: datetime  # the run's own stamp, never the time it was published
     engine_version: str
-    git_commit: str = UNKNOWN
+    git_commit: str = UNKNOWN  # the engine's commit (the installed package's checkout)
     git_dirty: bool | Literal["unknown"] = UNKNOWN
+    project_git_commit: str = UNKNOWN  # the project folder's checkout, where one holds it
+    project_git_dirty: bool | Literal["unknown"] = UNKNOWN
     note: str | None = None
     dataset: DatasetRef | list[DatasetRef]
     database: DatabaseRef | list[DatabaseRef]
@@ -192,6 +194,8 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
         engine_version=stamp.package_version,
         git_commit=stamp.git_commit or UNKNOWN,
         git_dirty=UNKNOWN if stamp.git_dirty is None else stamp.git_dirty,
+        project_git_commit=stamp.project_git_commit or UNKNOWN,
+        project_git_dirty=stamp.project_git_dirty,
         note=note,
         dataset=datasets[0] if len(datasets) == 1 else datasets,
         database=report.databases[0] if len(report.databases) == 1 else list(report.databases),

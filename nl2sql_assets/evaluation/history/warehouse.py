@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from nl2sql_assets.atomic import atomic_write, atomic_write_chunks
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
+from nl2sql_assets.evaluation.running.spend import LedgerState, call_entry
 from nl2sql_assets.redact import redact
 
 if TYPE_CHECKING:
@@ -233,51 +234,42 @@ class Warehouse:
 class SpendLedger:
     """Dollars spent under one budget (a backfill), shared by every run that draws on it.
 
-    Runs in other processes append to the same file under an exclusive lock, so the check
-    "spent + the most expensive case so far stays under the cap" sees everyone's spending.
-    Each case first reserves the most expensive case so far; the reservation is replaced by
-    the real cost when the case ends. The total can pass the cap only by what one case costs
-    more than the most expensive case before it.
+    Runs in other processes append to the same file under an exclusive lock, so every decision
+    sees everyone's spending; the rules are ``running.spend``'s (a case reserves the most
+    expensive case so far, each model call is checked against the dearest call of its node and
+    spent when it is known, the case settles when it ends). The file is append-only, so each
+    decision folds in only the lines added since the last one.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._state = LedgerState()
+        self._read = 0  # bytes of the file folded into _state
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self) -> Iterator[LedgerState]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path.with_suffix(".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                yield
+                yield self._catch_up()
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _entries(self) -> list[dict[str, Any]]:
+    def _catch_up(self) -> LedgerState:
         if not self.path.exists():
-            return []
-        with self.path.open(encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
-
-    def _state(self) -> tuple[float, float, float, int, int]:
-        """(spent, reserved, most expensive case, open reservations, finished cases)."""
-        spent = max_case = 0.0
-        finished = 0
-        open_reservations: dict[str, float] = {}
-        for e in self._entries():
-            if e["kind"] == "reserve":
-                open_reservations[e["id"]] = e["usd"]
-            elif e["kind"] == "spend":
-                open_reservations.pop(e["id"], None)
-                spent += e["usd"]
-                max_case = max(max_case, e["usd"])
-                finished += 1
-        return spent, sum(open_reservations.values()), max_case, len(open_reservations), finished
+            return self._state
+        with self.path.open("rb") as fh:
+            fh.seek(self._read)
+            for line in fh:
+                if line.strip():
+                    self._state.apply(json.loads(line))
+                self._read += len(line)
+        return self._state
 
     def totals(self) -> dict[str, float]:
-        spent, reserved, max_case, open_count, finished = self._state()
-        return {"spent": spent, "reserved": reserved, "max_case": max_case, "open": open_count,
-                "finished": finished}
+        with self._locked() as state:
+            return state.totals()
 
     def reserve(self, entry_id: str, cap: float) -> Literal["go", "wait", "stop"]:
         """Ask to start one case under ``cap``.
@@ -287,24 +279,31 @@ class SpendLedger:
         ``stop``: even with nothing in flight the next case could pass the cap.
         The very first case always goes.
         """
-        with self._locked():
-            spent, reserved, max_case, open_count, finished = self._state()
-            if finished == 0:
-                if open_count:
-                    return "wait"
-                self._append({"kind": "reserve", "id": entry_id, "usd": 0.0})
-                return "go"
-            if spent + reserved + max_case > cap:
-                return "wait" if open_count else "stop"
-            self._append({"kind": "reserve", "id": entry_id, "usd": max_case})
-            return "go"
+        with self._locked() as state:
+            decision, hold = state.decide_case(cap)
+            if decision == "go":
+                self._append({"kind": "reserve", "id": entry_id, "usd": hold})
+            return decision
 
     def spend(self, entry_id: str, usd: float, **info: Any) -> None:
         with self._locked():
             self._append({"kind": "spend", "id": entry_id, "usd": usd, **info})
 
+    def reserve_call(self, entry_id: str, node: str, cap: float) -> Literal["go", "wait", "stop"]:
+        """May the next model call of case ``entry_id``'s node ``node`` go out (``go``/``stop``)."""
+        with self._locked() as state:
+            return state.decide_call(entry_id, node, cap)
+
+    def spend_call(self, entry_id: str, node: str, usd: float) -> None:
+        with self._locked():
+            self._append(call_entry(entry_id, node, usd))
+
     def _append(self, entry: dict[str, Any]) -> None:
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(redact(json.dumps(entry, sort_keys=True)) + "\n")
+        """Append under the lock, and fold the line in at once (it is the file's last line)."""
+        line = (redact(json.dumps(entry, sort_keys=True)) + "\n").encode("utf-8")
+        with self.path.open("ab") as fh:
+            fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
+        self._state.apply(json.loads(line))
+        self._read += len(line)

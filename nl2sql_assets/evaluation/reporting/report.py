@@ -134,6 +134,20 @@ class Latency(StrictModel):
     oracle_p50: float | None = None  # the gold SQL alone (median of 3 per case), over the cases timed
 
 
+class Averages(StrictModel):
+    """Spec 003's per-question averages, over the question runs of the board: tokens (with whether
+    they were measured or estimated), the service's latency (after warm-up) and the gold SQL's own
+    time (over the question runs whose gold was timed)."""
+
+    question_runs: int
+    average_input_tokens: float
+    average_output_tokens: float
+    token_source: TokenSource | None = None
+    average_service_latency_ms: float | None = None
+    average_oracle_latency_ms: float | None = None
+    oracle_timed_runs: int = 0
+
+
 class CuratedHits(StrictModel):
     """Verified answers found, over the question runs made with curated answers on: by the same
     text, or by the curated node judging a paraphrase."""
@@ -169,6 +183,8 @@ class Board(StrictModel):
     tokens_by_node: dict[str, Usage] = Field(default_factory=dict)
     cost: Cost = Field(default_factory=Cost)
     latency: Latency = Field(default_factory=Latency)
+    #: spec 003's averages per question run (None: no question runs; older boards: absent)
+    averages: Averages | None = None
     retries: Retries = Field(default_factory=Retries)
     curated: CuratedHits | None = None  # None: curated answers were off
     errors_by_code: dict[str, int] = Field(default_factory=dict)
@@ -178,6 +194,8 @@ class Board(StrictModel):
     models: dict[str, str] = Field(default_factory=dict)
     planned_cases: int = 0
     completed_cases: int = 0
+    #: case runs the cost cap stopped in flight (at a call that could pass it): spent, no verdict
+    stopped_by_cap: int = 0
     #: allowed runs of answerable cases whose SQL ran, right or wrong (None: nothing executed)
     execution_success: Rate | None = None
     by_domain: dict[str, DomainRates] = Field(default_factory=dict)
@@ -277,8 +295,8 @@ class EvalReport(RunFacts):
     @classmethod
     def _drop_derived(cls, data: Any) -> Any:
         """The derived fields a saved report carries are recomputed on load."""
-        if isinstance(data, dict) and ("accuracy" in data or "accuracy_generated" in data):
-            data = {k: v for k, v in data.items() if k not in ("accuracy", "accuracy_generated")}
+        if isinstance(data, dict) and data.keys() & {"accuracy", "accuracy_generated", "cap_rule"}:
+            data = {k: v for k, v in data.items() if k not in ("accuracy", "accuracy_generated", "cap_rule")}
         return data
 
     @property
@@ -304,6 +322,19 @@ class EvalReport(RunFacts):
         """The generated path on the first config's board: the model's own skill (None: nothing scored)."""
         board = self.first_board
         return board.accuracy.generated.rate if board else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cap_rule(self) -> str | None:
+        """How the dollar cap held this run, in words (None: the run had no cap)."""
+        if self.max_cost_usd is None:
+            return None
+        concurrency = self.settings.get("max_concurrency", 1)
+        return (f"${self.max_cost_usd:g} cap, checked before each case run and before each model call (retries "
+                f"included): a call that could pass it is not made and its case run stops, counted as stopped by "
+                f"the cap. The cap is passed by at most what the calls in flight when it is reached cost, each "
+                f"above the dearest call its node made before: with max_concurrency {concurrency}, at most "
+                f"{concurrency} call(s). The first case run always runs to its end.")
 
     def save(self, path: str | Path) -> Path:
         return save_report(self, path)
@@ -413,6 +444,15 @@ def md_escape(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def _averages_line(a: Averages) -> str:
+    tokens = (f"{a.average_input_tokens:,.0f} input / {a.average_output_tokens:,.0f} output tokens"
+              + (f" ({a.token_source})" if a.token_source else ""))
+    service = f"{a.average_service_latency_ms:,.1f} ms" if a.average_service_latency_ms is not None else "n/a"
+    oracle = f"{a.average_oracle_latency_ms:,.2f} ms" if a.average_oracle_latency_ms is not None else "n/a"
+    return (f"On average per question run ({a.question_runs}): {tokens}; service latency {service}; "
+            f"the gold SQL {oracle}.")
+
+
 def comparison_markdown(report: EvalReport) -> str:
     """Every config's headline side by side: execution accuracy with its interval, lenient and
     overall accuracy, cost per case and median latency."""
@@ -456,13 +496,15 @@ def to_markdown(board: Board) -> str:
     total = board.summary.total
     lines += [
         "",
-        f"Cases: {board.summary.line(total)} ({board.completed_cases} of {board.planned_cases} planned)."
+        f"Cases: {board.summary.line(total)} ({board.completed_cases} of {board.planned_cases} planned"
+        + (f"; {board.stopped_by_cap} stopped by the cost cap in flight" if board.stopped_by_cap else "") + ")."
         + ("" if len(board.summary.roles) < 2 else " By role: " + "; ".join(
             f"{role} {board.summary.line(counts)}" for role, counts in board.summary.roles.items()) + "."),
         f"Cost per case: ${board.cost.per_case_usd:.4f} (total ${board.cost.total_usd:.4f}"
         + (f", {board.cost.unknown_cost_calls} calls not priced" if board.cost.unknown_cost_calls else "")
         + ").",
         _latency_line(board.latency),
+        *((_averages_line(board.averages),) if board.averages is not None else ()),
     ]
     lines += [line for summary in board.summaries().values() if (line := summary.markdown())]
     if board.coverage is not None:

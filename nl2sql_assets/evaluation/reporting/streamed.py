@@ -46,8 +46,8 @@ class RecordStream:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
-        self.partial.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[bytes] | None = self.partial.open("wb")
+        # Opened at the first record: a run refused before it starts leaves no file behind.
+        self._fh: IO[bytes] | None = None
         self._spans: dict[RecordKey, tuple[int, int]] = {}  # key -> (offset, length) in the partial file
         self._end = 0
         self.count = 0
@@ -60,7 +60,10 @@ class RecordStream:
     def on_case(self, config: str, record: CaseRecord, spent: float) -> None:
         from nl2sql_assets.evaluation.running.results import record_key
 
-        assert self._fh is not None, "the stream is closed"
+        if self._fh is None:
+            assert not self._spans, "the stream is closed"
+            self.partial.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = self.partial.open("wb")
         line = (redact(record.model_dump_json()) + "\n").encode("utf-8")
         self._fh.write(line)
         self._fh.flush()  # a reader (or a crash) sees every finished record
@@ -75,6 +78,8 @@ class RecordStream:
         spans = dict(self._spans)
 
         def lines() -> Iterator[bytes]:
+            if not spans:
+                return
             with self.partial.open("rb") as fh:
                 for offset, length in [*(spans.pop(key) for key in order),
                                        *sorted(spans.values())]:  # none expected: every record is in the run
@@ -82,7 +87,7 @@ class RecordStream:
                     yield fh.read(length)
 
         atomic_write_chunks(self.path, lines())
-        os.unlink(self.partial)
+        self.partial.unlink(missing_ok=True)
         return self.path
 
     def discard(self) -> None:
@@ -100,6 +105,8 @@ class RecordStream:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+        if not self._spans:  # nothing was streamed (the run was refused, or failed at once): no file
+            self.partial.unlink(missing_ok=True)
 
 
 def read_records(path: Path) -> Iterator[CaseRecord]:

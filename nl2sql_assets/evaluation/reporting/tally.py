@@ -195,6 +195,9 @@ class BoardTally:
         self.extra_s = self.uplift_latency = 0.0
         # the scored runs that ask a question
         self.queries = 0
+        self.query_tokens = [0, 0]  # input, output tokens over the question runs
+        self.query_sources: list[str | None] = []
+        self.query_oracle_s: list[float] = []
         self.warm: list[float] = []
         self.cold: list[float] = []
         self.warm_nodes: dict[str, list[float]] = defaultdict(list)
@@ -291,6 +294,10 @@ class BoardTally:
                 nodes[node].append(seconds)
             if record.oracle_latency_s is not None:
                 self.oracle.add((record.case_id, record.oracle_latency_s))
+                self.query_oracle_s.append(record.oracle_latency_s)
+            self.query_tokens[0] += sum(u.input_tokens for u in record.usage.values())
+            self.query_tokens[1] += sum(u.output_tokens for u in record.usage.values())
+            self.query_sources.append(record.token_source)
             self.exact += record.curated_match == "exact"
             self.paraphrase += record.curated_match == "paraphrase"
 
@@ -401,6 +408,7 @@ class BoardTally:
             tokens_by_node={node: Usage(**counts) for node, counts in sorted(spending.tokens.items())},
             cost=_cost(spending, self.queries, config_meta),
             latency=self._latency(),
+            averages=self._averages(),
             curated=CuratedHits(runs=self.queries, exact=self.exact, paraphrase=self.paraphrase,
                                 hit_rate=(self.exact + self.paraphrase) / self.queries if self.queries else None)
             if meta.curated else None,
@@ -411,6 +419,7 @@ class BoardTally:
             models=dict(sorted(models.items())),
             planned_cases=config_meta.planned_cases or self.records,
             completed_cases=config_meta.completed_cases or self.records,
+            stopped_by_cap=config_meta.stopped_by_cap,
             execution_success=Rate.of(self.succeeded, self.ran) if self.ran else None,
             by_domain={name: DomainRates(
                 query_runs=d.query_runs,
@@ -440,6 +449,24 @@ class BoardTally:
         return Latency(mean=mean, p50=p50, p95=p95, max=top, warmup_runs=len(self.cold),
                        warmup_max=max(self.cold, default=0.0), by_node=by_node,
                        oracle_p50=statistics.median(t for _, t in oracle) if oracle else None)
+
+    def _averages(self) -> Any:
+        """Spec 003's averages over the question runs (None where there were none)."""
+        from nl2sql_assets.evaluation.reporting.report import Averages
+
+        if not self.queries:
+            return None
+        service = self.warm or self.cold
+        calls = [s for s in self.query_sources if s is not None]
+        return Averages(
+            question_runs=self.queries,
+            average_input_tokens=self.query_tokens[0] / self.queries,
+            average_output_tokens=self.query_tokens[1] / self.queries,
+            token_source=combine_sources(calls) if calls else None,
+            average_service_latency_ms=1000 * sum(service) / len(service) if service else None,
+            average_oracle_latency_ms=(1000 * sum(self.query_oracle_s) / len(self.query_oracle_s)
+                                       if self.query_oracle_s else None),
+            oracle_timed_runs=len(self.query_oracle_s))
 
     def _determinism(self) -> Any:
         from nl2sql_assets.evaluation.reporting.report import Determinism

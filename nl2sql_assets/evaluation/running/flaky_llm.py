@@ -67,15 +67,20 @@ class FlakyLLMServer(GoldLLMServer):
     (``billed_usage``), reported or not: ``billed_prompt_tokens`` and ``billed_completion_tokens``."""
 
     def __init__(self, *args: Any, behaviour: Behaviour = "ok", hang_s: float = 3.0, warmup_s: float = 0.0,
-                 delay_s: float = 0.0, **kwargs: Any) -> None:
+                 delay_s: float = 0.0, growth: float = 1.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.behaviour = behaviour
+        #: each case run's calls report ``growth`` times the tokens of the case run before it (a
+        #: provider whose cost jumps): the n-th case run heard of is billed growth**(n-1) times
+        self.growth = growth
+        self._run_order: dict[str, int] = {}
         self.hang_s = hang_s
         self.warmup_s = warmup_s
         self.delay_s = delay_s
         self.received = 0
         self.billed_prompt_tokens = 0
         self.billed_completion_tokens = 0
+        self.calls_billed: list[tuple[int, int]] = []  # (prompt, completion) tokens of each billed call
         self._count = itertools.count(1)
         self._count_lock = threading.Lock()
         self.in_flight = 0
@@ -135,10 +140,15 @@ class FlakyLLMServer(GoldLLMServer):
         if status != 200:
             return status, reply
         usage = billed_usage(json.loads(raw or b"{}"), reply["choices"][0]["message"]["content"])
+        if self.growth != 1.0:  # the n-th case run heard of is billed growth**(n-1) times the tokens
+            with self._count_lock:
+                n = self._run_order.setdefault(str(run_id), len(self._run_order))
+            usage = {key: int(value * self.growth ** n) for key, value in usage.items()}
         reply["usage"] = usage
         with self._count_lock:  # what the provider bills, whether it says so or not
             self.billed_prompt_tokens += int(usage.get("prompt_tokens", 0))
             self.billed_completion_tokens += int(usage.get("completion_tokens", 0))
+            self.calls_billed.append((int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))))
         if b in ("no_usage", "flaky_no_usage"):
             reply.pop("usage", None)
         elif b == "malformed":

@@ -123,7 +123,10 @@ def isolated_engine(engine: Engine, index_folder: Path | None = None) -> Iterato
         isolation = Isolation(
             plan_cache=Isolated(isolated=True, how="each runtime of the run is derived anew with an empty plan "
                                                    "cache of its own; the serving engine's cache is never read"),
-            conversation_state=Isolated(isolated=True, how="none kept: every case run is asked without history"),
+            conversation_state=Isolated(isolated=True, how=(
+                "no state carried between case runs: a first question is asked with no history, and a "
+                "follow-up case with its own earlier turns only (played first, in order); nothing one case "
+                "run says reaches another")),
             retrieval_index=index,
             temp_folder=Isolated(isolated=True, how="one folder per run, removed when it ends", path=str(temp)),
             notes=notes,

@@ -140,6 +140,9 @@ class ConfigMeta(StrictModel):
     estimated_calls: int = 0
     token_source: TokenSource | None = None
     env_errors: dict[str, int] = Field(default_factory=dict)  # environment error kind -> case runs
+    #: case runs the cost cap stopped in flight, at a model call that could pass it: their dollars
+    #: are spent, they have no record and no verdict (neither passed nor failed)
+    stopped_by_cap: int = 0
 
 
 class RunStamp(StrictModel):
@@ -148,8 +151,13 @@ class RunStamp(StrictModel):
     started_at: datetime
     finished_at: datetime
     package_version: str
+    #: the engine's code: the commit of the checkout holding the installed package ("unknown" for a
+    #: wheel install or without git)
     git_commit: str = "unknown"
     git_dirty: bool | Literal["unknown"] = "unknown"
+    #: the project folder's own checkout (suites, config, records), where one holds it
+    project_git_commit: str = "unknown"
+    project_git_dirty: bool | Literal["unknown"] = "unknown"
 
 
 def summed_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:

@@ -73,6 +73,7 @@ from nl2sql_assets.evaluation.running.selection import (
     select_cases,
 )
 from nl2sql_assets.llm.calls import EnvErrorKind, combine_sources
+from nl2sql_assets.llm.spend import CapReached
 from nl2sql_assets.policy import GENERIC_REFUSAL, PolicyDecision
 from nl2sql_assets.redact import get_logger, redact
 
@@ -333,6 +334,19 @@ class _Cases:
         record, cost = self._done.pop(job.index)
         self.count(job, record, cost)
 
+    def price_call(self, job: CaseJob, call: Any) -> float:
+        """One model call's dollars, priced as the case's record will price it."""
+        from nl2sql_assets.llm.prices import price_calls
+
+        return price_calls([call], self.lineup.configs[job.config].llm, config=job.config)[0]
+
+    def stopped_by_cap(self, job: CaseJob, spent: float) -> None:
+        """A case run the cap stopped in flight: its dollars are spent, it has no record or verdict."""
+        self._done.pop(job.index, None)
+        cfg = self.lineup.configs[job.config]
+        cfg.stopped_by_cap += 1
+        self.spent += spent
+
     def count(self, job: CaseJob, record: CaseRecord, cost: float) -> None:
         """Count a finished case run (here, or in a worker process: ``running.shards``)."""
         cfg = self.lineup.configs[job.config]
@@ -502,6 +516,8 @@ class _Cases:
                 warmup.append(turn)
                 conversation.append(Turn(question=earlier.question, sql=turn.sql,
                                          answer=turn.answer.summary if turn.answer is not None else None))
+        except CapReached:
+            raise  # the cost cap stops the case: the loop counts it, no verdict
         except Exception as exc:
             log.exception("case %s (%s) raised in a warm-up turn", rr.case.id, rr.role)
             return _error_result(rr, exc), 0.0, True, warmup
@@ -510,6 +526,8 @@ class _Cases:
             result = await runtime.aask(rr.case.question, rr.role, context=self._context(job),
                                         conversation=conversation)
             failed = False
+        except CapReached:
+            raise
         except Exception as exc:  # the engine should return errors; a raise must not sink the run
             log.exception("case %s (%s) raised in the engine", rr.case.id, rr.role)
             result, failed = _error_result(rr, exc), True
@@ -699,7 +717,11 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
 
     records = [r for r in cases.records if isinstance(r, CaseRecord)]
     order = [r for r in cases.records if isinstance(r, tuple)]
-    git_commit, git_dirty = git_info(config.root)  # the user's project, not this package's checkout
+    # Spec 000: the engine's commit, found from the installed package (walking up to its .git), so a
+    # run from a demo folder of an editable install still names the code that ran; the project
+    # folder's own commit is kept beside it.
+    git_commit, git_dirty = git_info()
+    project_commit, project_dirty = git_info(config.root)
     meta = RunMeta.model_validate({
         "request": request,
         "mode": mode.name,
@@ -725,6 +747,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
                 "completed_cases": c.completed,
                 "unknown_cost_calls": c.unknown_cost_calls,
                 "estimated_calls": c.estimated_calls,
+                "stopped_by_cap": c.stopped_by_cap,
                 "token_source": combine_sources(c.token_sources),
                 "env_errors": dict(sorted(c.env_errors.items())),
             }
@@ -737,6 +760,8 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             "package_version": __version__,
             "git_commit": git_commit,
             "git_dirty": git_dirty,
+            "project_git_commit": project_commit,
+            "project_git_dirty": project_dirty,
         },
         "comparator_version": COMPARATOR_VERSION,
         "comparator": comparator_settings(),

@@ -6,6 +6,7 @@ A selector that matches nothing is an error rather than an empty run: a typo in
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,21 @@ def role_runs(
     return runs, skipped
 
 
+def _missing_listed_suite(config: ProjectConfig, index: int, path: Path) -> str:
+    """Why a suite evals.yaml lists cannot be read: both paths, and the rule they follow."""
+    evals = config.evals_config
+    written = evals.suites_as_written[index] if index < len(evals.suites_as_written) else str(path)
+    source = evals.source or config.source
+    message = (f"{source}: suites: {written!r} is {path}, which does not exist (suite paths in evals.yaml are "
+               f"relative to the folder of {config.source or 'nl2sql.yaml'}, {config.root})")
+    if source is not None and not Path(written).is_absolute():
+        beside = source.parent / written
+        if beside.exists() and beside.resolve() != path.resolve():
+            message += (f"; {beside} exists beside evals.yaml: list it as "
+                        f"{os.path.relpath(beside, config.root)!r}")
+    return message
+
+
 def load_run_suites(config: ProjectConfig, suites: Sequence[str | Path] | None) -> list[tuple[str, Path, EvalSuite]]:
     """A run's suites (``suites``, else evals.yaml's), each read through the warehouse's suite
     cache (a hit skips YAML parsing): (name, path, suite). Two suites may not share a name."""
@@ -101,10 +117,12 @@ def load_run_suites(config: ProjectConfig, suites: Sequence[str | Path] | None) 
     if not paths:
         raise SelectionError("no suites to run: pass suites=[...] or list them under suites in evals.yaml")
     out: list[tuple[str, Path, EvalSuite]] = []
-    for p in paths:
+    for n, p in enumerate(paths):
         path = config.resolve(p)
         if not Path(p).is_absolute() and not path.exists() and Path(p).exists():
             path = Path(p).resolve()  # a suite given relative to the working folder
+        if suites is None and not path.exists():
+            raise SelectionError(_missing_listed_suite(config, n, path))
         suite = load_suite(path, cache_dir=cache_dir)
         out.append((suite.name or path.stem, path, suite))
     names = [name for name, _, _ in out]

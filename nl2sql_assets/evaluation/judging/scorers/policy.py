@@ -37,18 +37,21 @@ class PolicyDetail(StrictModel):
     rule: str | None = None
     expected_rule: str | None = None
     count: Verdict
+    #: which policy decided a probe: the case's own (``policy:`` in the suite) or the project's
+    policy: Literal["case", "project"] | None = None
     detail: str | None = None  # the rule's own words (probes only: they name tables)
     reason: str | None = None
     message: str | None = None
 
 
 class ProbeLine(StrictModel):
-    """A probe run on a board: the governing rule beside the one expected."""
+    """A probe run on a board: the governing rule beside the one expected, and whose policy it is."""
 
     case: str  # case_id@role
     expected: Literal["deny", "allow"]
     expected_rule: str | None = None
     rule: str | None = None
+    policy: Literal["case", "project"] | None = None
     count: Verdict
 
 
@@ -89,10 +92,10 @@ class PolicySummary(ScorerSummary):
     def markdown(self) -> str:
         lines = [f"Policy: {self._rates()}."]
         if self.probes:
-            lines += ["", "| probe | expected | expected rule | governing rule | count |",
-                      "| --- | --- | --- | --- | --- |"]
-            lines += [f"| {p.case} | {p.expected} | {p.expected_rule or '—'} | {p.rule or '—'} | {p.count} |"
-                      for p in self.probes]
+            lines += ["", "| probe | expected | expected rule | governing rule | policy | count |",
+                      "| --- | --- | --- | --- | --- | --- |"]
+            lines += [f"| {p.case} | {p.expected} | {p.expected_rule or '—'} | {p.rule or '—'} | "
+                      f"{p.policy or '—'} | {p.count} |" for p in self.probes]
             lines.append("")
         return "\n".join(lines)
 
@@ -149,17 +152,21 @@ class Policy:
         denied = not decision.allowed
         got: Literal["deny", "allow"] = "deny" if denied else "allow"
         count: Verdict = ("tp" if denied else "fn") if expected == "deny" else ("fp" if denied else "tn")
+        policy: Literal["case", "project"] = "case" if run.case.policy is not None else "project"
+        whose = "the case's own policy" if policy == "case" else "the project's policy"
         detail = PolicyDetail(kind="probe", expected=expected, decision=got, rule=decision.rule, expected_rule=wanted,
-                              count=count, detail=decision.detail)
+                              count=count, policy=policy, detail=decision.detail)
         passed = got == expected and (not denied or decision.rule == wanted)
         if not passed:
             if count == "fn":
-                detail.reason, detail.message = "bypass", f"the policy let the probe through (expected {wanted})"
+                detail.reason = "bypass"
+                detail.message = f"the policy let the probe through (expected {wanted}; {whose})"
             elif count == "fp":
-                detail.reason, detail.message = "over_strict", f"an allow control was refused by {decision.rule}"
+                detail.reason = "over_strict"
+                detail.message = f"an allow control was refused by {decision.rule} ({whose})"
             else:
                 detail.reason = "wrong_rule"
-                detail.message = f"refused by {decision.rule}, expected {wanted}: {decision.detail}"
+                detail.message = f"refused by {decision.rule}, expected {wanted} ({whose}): {decision.detail}"
         return Score(value=1.0 if passed else 0.0, passed=passed, detail=detail.model_dump(exclude_none=True))
 
     @classmethod
@@ -179,7 +186,7 @@ class Policy:
         tp, fp, fn = counts["tp"], counts["fp"], counts["fn"]
         first_pass = min(x.pass_index for x, _ in details)  # once: a board may hold 10,000 runs
         probes = [ProbeLine(case=f"{s.case_id}@{s.role}", expected=d.expected, expected_rule=d.expected_rule,
-                            rule=d.rule, count=d.count)
+                            rule=d.rule, policy=d.policy, count=d.count)
                   for s, d in details if d.kind == "probe" and s.pass_index == first_pass]
         return PolicySummary(
             true_positives=tp, false_positives=fp, false_negatives=fn, true_negatives=counts["tn"],

@@ -53,6 +53,7 @@ class ConfigRun:
     estimated_calls: int = 0
     token_sources: set[str] = field(default_factory=set)
     env_errors: dict[str, int] = field(default_factory=dict)
+    stopped_by_cap: int = 0  # case runs the cost cap stopped in flight (no record, no verdict)
 
 
 @dataclass
@@ -93,11 +94,16 @@ class CaseJob:
 
 
 class Budget(Protocol):
-    """A dollar budget several runs may share (the warehouse's SpendLedger is one)."""
+    """A dollar budget: a run's own (``running.spend.MemoryLedger``) or one several runs share (the
+    warehouse's SpendLedger, the cluster's PgSpendLedger). The rules are ``running.spend``'s."""
 
     def reserve(self, entry_id: str, cap: float) -> Literal["go", "wait", "stop"]: ...
 
     def spend(self, entry_id: str, usd: float, **info: Any) -> None: ...
+
+    def reserve_call(self, entry_id: str, node: str, cap: float) -> Literal["go", "wait", "stop"]: ...
+
+    def spend_call(self, entry_id: str, node: str, usd: float) -> None: ...
 
     def totals(self) -> dict[str, float]: ...
 
@@ -119,6 +125,14 @@ class CaseLoop(Protocol):
     async def retrieve(self, job: CaseJob) -> float: ...
 
     def finish(self, job: CaseJob) -> None: ...
+
+    def price_call(self, job: CaseJob, call: Any) -> float:
+        """The dollars one model call of ``job`` cost (0.0 when it cannot be priced)."""
+        ...
+
+    def stopped_by_cap(self, job: CaseJob, spent: float) -> None:
+        """Count a case run the cap stopped in flight: what it spent, no record, no verdict."""
+        ...
 
 
 class Mode:

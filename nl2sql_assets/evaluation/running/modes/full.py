@@ -1,9 +1,9 @@
 """Mode ``full``: the whole engine on the configured model(s), priced and held under a dollar cap.
 
 Case runs go out up to ``settings.max_concurrency`` at a time (model calls are mostly waiting),
-each first reserving the most expensive case cost seen so far against the cap and settling its
-real cost when it ends (``loops.under_cap``): the cap is passed by at most ``max_concurrency``
-cases' worth, and by no more than one case when cases cost the same.
+each first reserving the most expensive case cost seen so far against the cap, and each model call
+checked against it before it goes out (``loops.under_cap``, ``running.spend``): the cap is passed
+by at most the calls in flight when it is reached (one case at a time: at most one call).
 """
 
 from __future__ import annotations

@@ -452,6 +452,28 @@ def test_mode_full_stopped_at_the_cost_cap_exits_3(
     assert "fake: execution accuracy 100.0% (1/1" in out
 
 
+def test_a_run_stopped_by_the_cap_that_also_missed_a_gate_exits_1_and_says_both(
+    demo_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    """A known failure in what ran is the verdict, partial or not: exit 1, not 3, with both facts."""
+    project = Project.load(demo_project / "nl2sql.yaml")
+    cases = load_suite(demo_project / "suites" / "chinook.yaml").cases
+    monkeypatch.setattr(Project, "load", classmethod(lambda cls, path="nl2sql.yaml": project))
+    with gold_llm.GoldLLMServer(cases, project.bus, usage=USAGE, synthesizer="rows") as server:
+        section = server.llm_config().model_dump(mode="json", exclude_none=True)
+        section["prices"] = {"gold-plans": PRICE}
+        llm_file = tmp_path / "fake.yaml"
+        llm_file.write_text(dump_yaml(section), encoding="utf-8")
+        code, _, err = cli("--config", demo_project / "nl2sql.yaml", "eval", "run", "--mode", "full",
+                           "--llm", f"fake={llm_file}", "--cases", "chinook_010", "chinook_037",
+                           "--max-cost", "0.0001", "--max-cost-per-case", "0.00000001",
+                           "--out", tmp_path / "full.json")
+    project.close()
+    assert code == 1, err
+    assert "stopped at the cost cap" in err and "the report is partial" in err
+    assert "THRESHOLD: max_cost_per_case" in err and "exit 1: a regression (or a missed threshold)" in err
+
+
 # ================================================================ eval regenerate
 
 

@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
                           "run's mode, database and config); checked before the run starts")
     run.add_argument("--out", default=None, metavar="FILE",
                      help="where to write the report (default: eval_<mode>.json beside nl2sql.yaml)")
-    run.add_argument("--clarify", action="store_true", help="also run the roles whose outcome is clarify")
+    run.add_argument("--clarify", action="store_true", help="also run the roles whose outcome is clarify (evals.yaml's clarify: true does so always)")
     run.add_argument("--workers", type=int, default=None, metavar="N",
                      help="worker processes for the case runs of a mode that spends nothing (default: up to "
                           "2, on runs big enough to gain from them)")
@@ -297,8 +297,9 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
         engines = engines_from_specs(args.engine, project.config.engines, taken=list(llm or {}))
     if args.baseline:
         _check_baseline_folder(args, out, [*(llm or {}), *(engines or {})] or None)
+    clarify = True if args.clarify else None  # the flag, else evals.yaml's clarify
     request = RunRequest(suites=args.suite, mode=args.mode, llm=llm, cases=args.cases, roles=args.roles,
-                         passes=args.passes, max_cost_usd=args.max_cost, clarify=args.clarify,
+                         passes=args.passes, max_cost_usd=args.max_cost, clarify=clarify,
                          candidates=args.candidates, workers=args.workers, engines=engines)
     from nl2sql_assets.evaluation.reporting.streamed import records_path_for, save_summary
 
@@ -409,6 +410,8 @@ def _cmd_eval_regenerate(args: argparse.Namespace) -> int:
     with _load_project(args) as project:
         report = project.evals.regenerate(args.path, allow_packaged=args.allow_packaged)
     print(f"{report.path}: {report.written} result sets written, {len(report.failed)} failed"
+          + (f", {report.requoted} scalars quoted so that every YAML reader reads them alike"
+             if report.requoted else "")
           + (" (file unchanged)" if report.unchanged else ""))
     for failure in report.failed:
         print(f"  {failure.case_id}: {failure.reason}", file=sys.stderr)

@@ -316,6 +316,9 @@ class EvalsConfig(StrictModel):
     #: environment (auth, quota, rate limit, 5xx, timeout, transport)
     max_consecutive_env_errors: Annotated[int, Field(gt=0)] = 5
     passes: Annotated[int, Field(gt=0)] = 1
+    #: also ask the roles whose outcome is clarify in every run (the CLI's --clarify); the
+    #: Dagster partitions follow it too
+    clarify: bool = False
     gate: GateSettings = Field(default_factory=GateSettings)
     thresholds: ThresholdSettings = Field(default_factory=ThresholdSettings)
 

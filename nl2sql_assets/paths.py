@@ -20,7 +20,16 @@ def packaged_suites_dir() -> Path:
 
 
 def chinook_suite_path() -> Path:
+    """The 47-case Chinook gold suite (its policy probes and clarify questions are suites of their own)."""
     return packaged_suites_dir() / "chinook.yaml"
+
+
+def chinook_policy_suite_path() -> Path:
+    return packaged_suites_dir() / "chinook_policy.yaml"
+
+
+def chinook_clarify_suite_path() -> Path:
+    return packaged_suites_dir() / "chinook_clarify.yaml"
 
 
 def is_packaged(path: str | Path) -> bool:

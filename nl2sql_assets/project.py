@@ -131,7 +131,7 @@ class Evals:
         pass_numbers: Sequence[int] | None = None,
         max_cost_usd: float | None = None,
         on_case: OnCase | None = None,
-        clarify: bool = False,
+        clarify: bool | None = None,
         budget: SpendLedger | None = None,
         extra_scorers: Mapping[str, type] | None = None,
         workers: int | None = None,

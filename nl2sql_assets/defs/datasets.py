@@ -120,8 +120,8 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
 
     @dg.asset(key=rows_key, deps=[suite_key(name), *schema_snapshot_keys(config)], group_name=SUITES_GROUP,
               kinds={"yaml"},
-              description="The suite with rows regenerated from its SQL, written to the warehouse (the suite "
-                          "file itself is changed only by `nl2sql-assets eval regenerate`).")
+              description=f"{path.name} with rows regenerated from its SQL, written to the warehouse (the "
+                          "suite file itself is changed only by `nl2sql-assets eval regenerate`).")
     def regenerated_rows(project: ProjectResource) -> dg.MaterializeResult:
         from nl2sql_assets.evaluation.history.reuse import regenerated_rows_key, regenerated_rows_record_name
         from nl2sql_assets.evaluation.suites import RegenerateReport, regenerate_copy
@@ -154,7 +154,7 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
         )
 
     @dg.asset_check(asset=rows_key, name="suite_file_is_regenerated", blocking=False,
-                    description="The suite file on disk is exactly what regenerate writes (no stale rows).")
+                    description=f"{path.name} on disk is exactly what regenerate writes (no stale rows).")
     def suite_file_is_regenerated(project: ProjectResource) -> dg.AssetCheckResult:
         from nl2sql_assets.evaluation.suites import drift
 

@@ -84,7 +84,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         partitions_def=CONFIGS,
         group_name=BOARDS_GROUP,
         kinds={"json"},
-        description="One config's board over all its passes: accuracies with 95% Wilson intervals, pass^k, "
+        description=f"One config's board of {suite_name} over all its passes: accuracies with 95% Wilson intervals, pass^k, "
                     "determinism, cost and latency. Plots by partition compare the configs; "
                     f"{history_key.to_user_string()} plots each config over time.",
     )
@@ -123,8 +123,8 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         name="regression_gate",
         blocking=True,
         partitions_def=CONFIGS,
-        description="Case by case against the newest comparable record in benchmarks/: a case that passed "
-                    "there and fails now blocks benchmark_records.",
+        description=f"{suite_name}, case by case against the newest comparable record in benchmarks/: a case "
+                    "that passed there and fails now blocks benchmark_records.",
     )
     def regression_gate(context: dg.AssetCheckExecutionContext, project: ProjectResource) -> dg.AssetCheckResult:
         from nl2sql_assets.defs.cluster import pull_scoreboards
@@ -137,8 +137,8 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         deps=[scoreboard_key],
         group_name=BOARDS_GROUP,
         kinds={"json"},
-        description="Every config's headline under `<config>/<measure>`, recorded each time a scoreboard is "
-                    "materialised (however it was launched): its Plots show each config over time.",
+        description=f"Every config's headline on {suite_name} under `<config>/<measure>`, recorded each time "
+                    "a scoreboard is materialised (however it was launched): its Plots show each config over time.",
     )
 
     @dg.asset(
@@ -146,7 +146,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         deps=[scoreboard_key],
         group_name=BOARDS_GROUP,
         kinds={"json"},
-        description="Every config's board side by side, with the cases on which they differ.",
+        description=f"Every config's board of {suite_name} side by side, with the cases on which they differ.",
     )
     def eval_report(project: ProjectResource) -> dg.MaterializeResult:
         from nl2sql_assets.defs.cluster import shared_records
@@ -170,7 +170,8 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         partitions_def=CONFIGS,
         group_name=RECORDS_GROUP,
         kinds={"json"},
-        description="Writes a benchmark record under benchmarks/ and rebuilds the results page, only when "
+        description=f"Writes a benchmark record of {suite_name} under benchmarks/ and rebuilds the results "
+                    "page, only when "
                     "launched with `record: true` (and a note).",
     )
     def benchmark_records(context: dg.AssetExecutionContext, config: RecordConfig,
@@ -220,8 +221,10 @@ def partition_request(context: dg.OpExecutionContext, project_config: Any, suite
     from nl2sql_assets.evaluation.running import RunRequest
 
     cap = context.run.tags.get(BUDGET_TAG)
+    # Every config runs on every suite: a suite holding nothing the config's mode runs (policy
+    # probes in mode retrieval) gives an empty partition, every case counted as left out.
     return RunRequest.for_config(config, project_config, suites=[suite_path], pass_numbers=[pass_index],
-                                 max_cost_usd=float(cap) if cap else None)
+                                 max_cost_usd=float(cap) if cap else None, allow_empty=True)
 
 
 def refuse_incomplete(runs: Any) -> None:
@@ -253,8 +256,23 @@ def case_runs_metadata(runs: Any, seconds: float, path: Path, report: Any = None
         "seconds": round(seconds, 3),
         "mode": report.mode,
         "stopped": report.stopped or "",
+        **_left_out(runs.meta, ran=sum(s.values())),
         "records": dg.MetadataValue.path(str(path)),
     })
+
+
+def _left_out(meta: Any, ran: int) -> dict[str, Any]:
+    """The case runs of kinds the mode does not make (a probe in mode retrieval), and, when
+    nothing at all was run, why in words: an empty partition explains itself."""
+    from nl2sql_assets.evaluation.running.modes import get_mode
+
+    left = {kind: n for kind, n in sorted(meta.left_out.items()) if n}
+    out: dict[str, Any] = {f"left_out[{kind}]": n for kind, n in left.items()}
+    if not ran:
+        kinds = ", ".join(f"{n} {kind} case run(s)" for kind, n in left.items())
+        out["nothing_to_run"] = f"mode {meta.mode}: " + (f"it does not run {kinds}" if kinds
+                                                           else get_mode(meta.mode).nothing_selected)
+    return out
 
 
 def _headline_table(rows: list[tuple[str, str]]) -> dg.TableMetadataValue:
@@ -327,8 +345,8 @@ def build_gate_all_check(suite_name: str) -> dg.AssetChecksDefinition:
     """The same gate over every stored scoreboard, unpartitioned, for the sensor's check-only job."""
 
     @dg.asset_check(asset=scoreboards_key(suite_name), name="regression_gate_all_configs",
-                    description="The regression gate for every config with a stored scoreboard "
-                                "(run by the new-baseline sensor).")
+                    description=f"The regression gate of {suite_name} for every config with a stored "
+                                "scoreboard (run by the new-baseline sensor).")
     def regression_gate_all_configs(project: ProjectResource) -> dg.AssetCheckResult:
         from nl2sql_assets.defs.cluster import pull_scoreboards
 

@@ -72,8 +72,9 @@ def build_threshold_check(suite_name: str) -> dg.AssetChecksDefinition:
         asset=scoreboards_key(suite_name),
         name="thresholds",
         partitions_def=CONFIGS,
-        description="evals.yaml's thresholds (execution success, accuracy, lenient accuracy, policy recall and "
-                    "precision, p95 latency, cost per case) on the config's board; each miss is named with its value.",
+        description=f"evals.yaml's thresholds (execution success, accuracy, lenient accuracy, policy recall and "
+                    f"precision, p95 latency, cost per case) on the config's board of {suite_name}; each miss is "
+                    "named with its value.",
     )
     def thresholds(context: dg.AssetCheckExecutionContext, project: ProjectResource) -> dg.AssetCheckResult:
         return threshold_check_result(project, suite_name, context.partition_key)

@@ -38,7 +38,8 @@ EVALS_HEADER = """\
 # Evaluation settings: the suites to run, the scorers, the cost cap of mode full, the gate and
 # the thresholds every board must meet. Suite paths are relative to nl2sql.yaml's folder.
 # min_execution_success is 1.0 unless set here (every question's SQL must run; a probe-only run
-# is exempt; null turns it off); the other thresholds are off unless set.
+# is exempt; null turns it off); the other thresholds are off unless set. clarify: true asks the
+# roles whose outcome is clarify in every run (the CLI's --clarify), Dagster's partitions too.
 """
 
 
@@ -74,9 +75,12 @@ def evals_config_data(suites_dir: str = "suites") -> dict[str, Any]:
     from nl2sql_assets.config import DEFAULT_SCORERS
 
     return {
-        "suites": [f"{suites_dir}/chinook.yaml"],
+        # the 47 gold questions, the policy probes and the questions to ask back about, each its own suite
+        "suites": [f"{suites_dir}/chinook.yaml", f"{suites_dir}/chinook_policy.yaml",
+                   f"{suites_dir}/chinook_clarify.yaml"],
         "scorers": list(DEFAULT_SCORERS),
         "curated": True,
+        "clarify": True,  # chinook_clarify.yaml's questions are asked in every run, as with --clarify
         "max_cost_usd": 5.0,
         "gate": {"max_regressions": 2, "alpha": 0.05, "max_cost_increase": 0.2},
         # Every question's SQL must run (the default, said here to be seen; probe-only runs are exempt),

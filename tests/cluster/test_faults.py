@@ -338,9 +338,13 @@ def test_a_priced_run_crosses_its_cap_by_at_most_one_case_per_worker(
     totals = PgSpendLedger(
         os.environ["NL2SQL_PG_DSN"], backfill, schema=os.environ["NL2SQL_PG_SCHEMA"]
     ).totals()
-    spent, most = sum(costs), max(costs)
-    print(f"cap {cap} spent {spent:.4f} max case {most:.4f} workers {workers} cases {len(costs)}")
-    assert totals["spent"] == pytest.approx(spent)  # the ledger holds exactly what the records cost
+    recorded, most = sum(costs), max(costs)
+    spent = meta["spent"]  # the records' dollars and those of the cases the cap stopped in flight
+    stopped = sum(c["stopped_by_cap"] for c in meta["configs"].values())
+    print(f"cap {cap} spent {spent:.4f} recorded {recorded:.4f} max case {most:.4f} workers {workers} "
+          f"cases {len(costs)} stopped in flight {stopped}")
+    assert totals["spent"] == pytest.approx(spent)  # the ledger holds exactly what was spent
+    assert recorded <= spent + 1e-9 and (stopped > 0) == (spent > recorded + 1e-9)
     assert totals["open"] == 0  # every reservation settled
     assert spent > cap, f"the run stayed under its cap ({spent:.4f} of {cap}): no overshoot to observe"
     assert spent <= cap + workers * most, (

@@ -19,6 +19,11 @@ def _run(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partition
     )
 
 
+def _checks_of(result, asset: str) -> list:
+    """The check evaluations of one asset (each suite has its own checks)."""
+    return [e for e in result.get_asset_check_evaluations() if e.asset_key == dg.AssetKey(asset)]
+
+
 def _materialized(result) -> dict[str, dict]:
     mats = [e.step_materialization_data.materialization for e in result.get_asset_materialization_events()]
     return {"/".join(m.asset_key.path): {k: v.value for k, v in m.metadata.items()} for m in mats}
@@ -30,7 +35,9 @@ def test_datasets_job_materialises_snapshots_suites_and_regenerated_rows(demo_pr
     assert result.success
     mats = _materialized(result)
     assert {"demo_datasets", "chinook_schema_snapshot", "support_schema_snapshot",
-            "webanalytics_schema_snapshot", "chinook_suite", "chinook_regenerated_rows"} <= set(mats)
+            "webanalytics_schema_snapshot", "chinook_suite", "chinook_regenerated_rows",
+            "chinook_policy_suite", "chinook_policy_regenerated_rows",
+            "chinook_clarify_suite", "chinook_clarify_regenerated_rows"} <= set(mats)
 
     from nl2sql_assets.datasources.registry import DatasourceRegistry
     from nl2sql_assets.evaluation.suites import suite_digest
@@ -41,11 +48,16 @@ def test_datasets_job_materialises_snapshots_suites_and_regenerated_rows(demo_pr
         assert mats["chinook_schema_snapshot"]["fingerprint"] == registry.snapshot("chinook").fingerprint()
         assert mats["chinook_schema_snapshot"]["tables"] == 11
     assert mats["chinook_suite"]["digest"] == suite_digest(demo_project / "suites" / "chinook.yaml")
-    assert mats["chinook_suite"]["approved"] == 79  # 47 questions, 29 policy probes, 3 to ask back about
+    # Spec 000's 47 gold questions; the policy probes and the questions to ask back about are
+    # suites of their own, each with its own assets.
+    assert mats["chinook_suite"]["approved"] == 47
+    assert mats["chinook_policy_suite"]["approved"] == 29
+    assert mats["chinook_clarify_suite"]["approved"] == 3
     assert mats["chinook_regenerated_rows"]["failed"] == 0
     assert mats["chinook_regenerated_rows"]["matches_suite_file"] is True
-    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {"suite_file_is_regenerated": True}
+    checks = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {(f"{suite}_regenerated_rows", "suite_file_is_regenerated"): True
+                      for suite in ("chinook", "chinook_policy", "chinook_clarify")}
 
 
 def test_drift_check_fails_when_a_committed_row_is_stale(demo_project: Path, instance):
@@ -56,7 +68,7 @@ def test_drift_check_fails_when_a_committed_row_is_stale(demo_project: Path, ins
     suite.write_text(text.replace("customer_count: 13}", "customer_count: 12}", 1), encoding="utf-8")
     defs = build_defs(demo_project / "nl2sql.yaml")
     result = _run(defs, "datasets_job", instance)
-    (evaluation,) = result.get_asset_check_evaluations()
+    (evaluation,) = _checks_of(result, "chinook_regenerated_rows")
     assert evaluation.passed is False
     assert evaluation.metadata["stale_cases"].value == ["chinook_001"]
 
@@ -68,14 +80,21 @@ def test_plans_two_passes_give_a_scoreboard_with_pass_k_and_determinism(demo_pro
     for p in (1, 2):
         result = _run(defs, "case_runs_job", instance, config_pass_key("plans", p))
         assert result.success
-        meta = _materialized(result)["chinook_case_runs"]
+        mats = _materialized(result)
+        meta = mats["chinook_case_runs"]
         assert (meta["failed"], meta["errors"]) == (0, 0)
-        assert meta["passed"] == 178  # 47 cases x 3 roles, and 37 role runs of 29 policy probes
+        assert meta["passed"] == 141  # 47 cases x 3 roles
+        # Each suite its own partition: 37 role runs of 29 policy probes; 3 questions to ask back
+        # about, for 3 roles (evals.yaml's clarify: true asks them).
+        assert (mats["chinook_policy_case_runs"]["passed"], mats["chinook_policy_case_runs"]["failed"]) == (37, 0)
+        assert (mats["chinook_clarify_case_runs"]["passed"], mats["chinook_clarify_case_runs"]["failed"]) == (9, 0)
     result = _run(defs, "scoreboards_job", instance, "plans")
     assert result.success
-    (thresholds,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "thresholds"]
+    (thresholds,) = [e for e in _checks_of(result, "chinook_policy_scoreboards") if e.check_name == "thresholds"]
     assert thresholds.passed and thresholds.metadata["measured[min_policy_recall]"].value == 1.0
-    board = _materialized(result)["chinook_scoreboards"]
+    assert all(e.passed for e in result.get_asset_check_evaluations())
+    boards = _materialized(result)
+    board = boards["chinook_scoreboards"]
     assert board["passes"] == 2
     assert board["execution_accuracy"] == 1.0
     assert (board["execution_accuracy_low"], board["execution_accuracy_high"]) == pytest.approx((0.987, 1.0), abs=1e-3)
@@ -84,10 +103,13 @@ def test_plans_two_passes_give_a_scoreboard_with_pass_k_and_determinism(demo_pro
     assert board["determinism"] == 1.0
     assert board["cost_per_case_usd"] == 0.0 and board["latency_p95_s"] > 0
     assert "execution" in board["board"].lower()
-    # What the board adds beside accuracy: policy precision and recall, execution success, coverage.
-    assert (board["policy_precision"], board["policy_recall"], board["policy_false_negatives"]) == (1.0, 1.0, 0)
+    # What the board adds beside accuracy: execution success, coverage; the probes' board has the
+    # policy's precision and recall.
     assert board["execution_success"] == 1.0 and board["execution_success[chinook]"] == 1.0
-    assert (board["query_count"], board["probe_count"], board["unique_case_count"]) == (47, 29, 76)
+    assert (board["query_count"], board["probe_count"], board["unique_case_count"]) == (47, 0, 47)
+    probes = boards["chinook_policy_scoreboards"]
+    assert (probes["policy_precision"], probes["policy_recall"], probes["policy_false_negatives"]) == (1.0, 1.0, 0)
+    assert (probes["query_count"], probes["probe_count"]) == (0, 29)
     assert "| chinook |" in board["domains"] and "plan cache" in board["isolation"]
     # The table shows the same numbers formatted: percentages with their interval, dollars, seconds.
     headline = {r["measure"]: r["value"] for r in (rec.data for rec in board["headline"].records)}
@@ -100,7 +122,7 @@ def test_plans_two_passes_give_a_scoreboard_with_pass_k_and_determinism(demo_pro
 
     rows = Warehouse(demo_project / "warehouse").summary("chinook")
     assert [(r["config"], r["pass_index"], r["runs"], r["execution_passed"]) for r in rows] == [
-        ("plans", 1, 178, 141), ("plans", 2, 178, 141)]
+        ("plans", 1, 141, 141), ("plans", 2, 141, 141)]
 
 
 def test_gate_check_fails_on_a_regression_and_stops_benchmark_records(demo_project: Path, instance, monkeypatch):
@@ -133,7 +155,7 @@ def test_gate_check_fails_on_a_regression_and_stops_benchmark_records(demo_proje
     result = _run(defs, "benchmark_records_job", instance, "plans",
                   run_config={"ops": {"chinook_benchmark_records": {"config": {"record": True, "note": "x"}}}})
     assert not result.success
-    (gate,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "regression_gate"]
+    (gate,) = [e for e in _checks_of(result, "chinook_scoreboards") if e.check_name == "regression_gate"]
     assert gate.passed is False
     lost = gate.metadata["lost"].value
     assert lost["plans/execution"], lost
@@ -193,6 +215,14 @@ def test_schema_index_then_a_retrieval_partition_and_its_scoreboard(demo_project
 
     # A mode that executes nothing has no execution accuracy: absent, never 0.
     assert "execution_accuracy" not in meta and meta["accuracy"] == meta["passed"] / 93
+    # The policy probes and the questions to ask back about have nothing to retrieve: their
+    # partitions are empty, say why, and show no rate.
+    probes = _materialized(result)["chinook_policy_case_runs"]
+    assert (probes["passed"], probes["failed"], probes["left_out[probe]"]) == (0, 0, 37)
+    assert probes["nothing_to_run"] == "mode retrieval: it does not run 37 probe case run(s)"
+    clarify = _materialized(result)["chinook_clarify_case_runs"]
+    assert clarify["nothing_to_run"] == "mode retrieval: no selected case is answerable by a role allowed to read it"
+    assert "accuracy" not in probes and "accuracy" not in clarify
 
     result = _run(defs, "scoreboards_job", instance, "retrieval")
     assert result.success
@@ -279,7 +309,9 @@ def test_a_provider_outage_fails_the_partition_with_the_breakers_message(demo_pr
         register_configs(instance, ["flaky"])
         result = _run(defs, "case_runs_job", instance, config_pass_key("flaky", 1))
     assert not result.success
-    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    failures = {e.step_key: e for e in result.all_events if e.event_type_value == "STEP_FAILURE"}
+    assert "chinook_case_runs" in failures  # (and each other suite whose questions ask the model)
+    failure = failures["chinook_case_runs"]
     message = str(failure.event_specific_data.error_display_string)
     assert "incomplete" in message and "5 quota" in message
     assert "HTTP 402" in message and "openai/fake-provider" in message
@@ -303,15 +335,16 @@ def test_the_key_free_pipeline_streams_the_case_records_in_two_runs(demo_project
     run = run_keyfree(demo_project / "nl2sql.yaml", instance, configs=("plans",))
     assert run.ok, run.runs
     assert run.runs == {"datasets_case_runs_job[plans|1]": True, "scoreboards_job[plans]": True}
-    assert run.checks == {"chinook_regenerated_rows:suite_file_is_regenerated": True,  # unpartitioned
-                          "chinook_scoreboards[plans]:regression_gate": True,
-                          "chinook_scoreboards[plans]:thresholds": True}
+    assert run.checks == {  # the regenerated rows' check is unpartitioned; every suite has its checks
+        check: True for suite in ("chinook", "chinook_policy", "chinook_clarify")
+        for check in (f"{suite}_regenerated_rows:suite_file_is_regenerated",
+                      f"{suite}_scoreboards[plans]:regression_gate", f"{suite}_scoreboards[plans]:thresholds")}
     # The case_runs asset kept no record: each went to the warehouse as it finished.
-    assert held == [(0, 178)]
+    assert sorted(held) == [(0, 9), (0, 37), (0, 141)]  # the three suites' partitions
     folder = demo_project / "warehouse" / "case_records" / "suite=chinook" / "config=plans"
     assert sorted(p.name for p in folder.iterdir()) == ["pass=1.jsonl", "pass=1.meta.json"]  # no .partial left
     stored = [json.loads(line) for line in (folder / "pass=1.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert len(stored) == 178 and all(r["config"] == "plans" and r["pass_index"] == 1 for r in stored)
+    assert len(stored) == 141 and all(r["config"] == "plans" and r["pass_index"] == 1 for r in stored)
     assert run.boards["chinook/plans"].configs["plans"].accuracy.execution.total == 141
     # One run holds the datasets (unpartitioned, as from datasets_job) and the partition's case runs.
     case_runs = instance.get_latest_materialization_event(dg.AssetKey("chinook_case_runs"))
@@ -319,4 +352,4 @@ def test_the_key_free_pipeline_streams_the_case_records_in_two_runs(demo_project
     assert case_runs.run_id == datasets.run_id
     assert case_runs.dagster_event.partition == "plans|1" and datasets.dagster_event.partition is None
     meta = case_runs.asset_materialization.metadata
-    assert (meta["passed"].value, meta["failed"].value, meta["errors"].value) == (178, 0, 0)
+    assert (meta["passed"].value, meta["failed"].value, meta["errors"].value) == (141, 0, 0)

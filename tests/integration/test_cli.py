@@ -229,8 +229,8 @@ def _record_copy(baseline: Baseline, folder: Path, **changes: Any) -> Path:
         node = data
         *parents, last = dotted.split(".")
         for key in parents:
-            node = node[key]
-        node[last] = value
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        node[int(last) if isinstance(node, list) else last] = value
     kind = data["kind"]
     target = folder / "benchmarks" / kind / "chinook" / source.name
     target.parent.mkdir(parents=True)
@@ -267,7 +267,7 @@ EXIT_2_CASES: dict[str, tuple[Callable[[Baseline, Path, pytest.MonkeyPatch], lis
                           _record_copy(b, t, **{"database.datasource_id": "support"})],
         "no baseline record for mode plans, database chinook, config plans"),
     "incomparable-suite-digest": (
-        lambda b, t, mp: ["--cases", "chinook_010", "--baseline", _record_copy(b, t, **{"dataset.digest": "0" * 64})],
+        lambda b, t, mp: ["--cases", "chinook_010", "--baseline", _record_copy(b, t, **{"dataset.0.digest": "0" * 64})],
         "not comparable: another suite digest"),
     "baseline-of-the-wrong-shape": (
         lambda b, t, mp: ["--cases", "chinook_010", "--baseline", _json_file(t / "base.json", {"scoreboard": {}})],

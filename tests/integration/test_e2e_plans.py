@@ -85,15 +85,17 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
     sent = _count_litellm_calls(monkeypatch)
     assert not [name for name in os.environ if name.upper().endswith("_API_KEY")]
     demo = init_demo(tmp_path / "demo", chinook=chinook_path)
-    suite = load_suite(demo.suites_dir / "chinook.yaml")
-    approved = [case for case in suite.cases
+    # evals.yaml's three suites: the 47 questions, the policy probes, the questions to ask back about.
+    cases = [case for name in ("chinook", "chinook_policy", "chinook_clarify")
+             for case in load_suite(demo.suites_dir / f"{name}.yaml").cases]
+    approved = [case for case in cases
                 if case.status == "approved" and case.kind != "probe" and "clarify" not in case.outcome.values()]
-    clarify_runs = sum(list(c.outcome.values()).count("clarify") for c in suite.cases)
+    clarify_runs = sum(list(c.outcome.values()).count("clarify") for c in cases)
     assert clarify_runs == 9
     assert len(approved) == APPROVED_CASES
     expected = {(case.id, role): outcome for case in approved for role, outcome in case.outcome.items()}
     assert len(expected) == APPROVED_CASES * len(ROLES) == 141
-    probes = {(case.id, role): outcome for case in suite.cases if case.kind == "probe"
+    probes = {(case.id, role): outcome for case in cases if case.kind == "probe"
               for role, outcome in case.outcome.items()}
     assert len(probes) == PROBE_RUNS
 
@@ -101,7 +103,9 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
     events: list[Event] = []
     project.bus.subscribe("*", events.append)
     with project:
-        report = project.evals.run(mode="plans", workers=1)  # one process: its litellm calls are counted
+        # One process: its litellm calls are counted. The questions to ask back about are left
+        # out (evals.yaml asks them; test_clarify_cases_pass_in_mode_plans_when_asked_for runs them).
+        report = project.evals.run(mode="plans", workers=1, clarify=False)
 
     # ------------------------------------------------------------ every case, every role, all pass
     assert list(report.configs) == ["plans"]
@@ -113,13 +117,14 @@ def test_mode_plans_passes_every_case_for_every_role_with_no_key(
     assert {(r.case_id, r.role): r.expected for r in records} == expected
     assert {(r.case_id, r.role): r.expected for r in probe_records} == probes
     assert len(records) == 141
-    assert board.summary.total == {"pass": 141 + PROBE_RUNS, "fail": 0, "error": 0, "env_error": 0, "skip": 0}
-    assert report.skipped == clarify_runs  # asked back only with clarify on: skipped and counted
+    total = 141 + PROBE_RUNS
+    assert board.summary.total == {"pass": total, "fail": 0, "error": 0, "env_error": 0, "skip": 0}
+    assert report.skipped == clarify_runs and report.clarify is False  # left out, and counted
     assert all(r.execution_status == "pass" for r in records)
     assert all(r.execution_status is None and r.usage == {} for r in probe_records)  # no model call
     assert report.accuracy == 1.0
     assert board.accuracy.execution.rate == 1.0 and board.accuracy.execution.total == 141
-    assert board.planned_cases == board.completed_cases == 141 + PROBE_RUNS
+    assert board.planned_cases == board.completed_cases == total
     policy = board.summaries()["policy"]
     assert (policy.precision, policy.recall, policy.false_negatives, policy.probe_errors) == (1.0, 1.0, 0, 0)
     assert sorted(report.roles) == list(ROLES)
@@ -195,7 +200,8 @@ def test_clarify_cases_pass_in_mode_plans_when_asked_for(tmp_path: Path, chinook
     project = Project.load(demo.config)
     with project:
         asked = project.evals.run(mode="plans", cases=["clarify"], clarify=True)
-        left = project.evals.run(mode="plans", cases=["clarify"])
+        left = project.evals.run(mode="plans", cases=["clarify"], clarify=False)
+        default = project.evals.run(mode="plans", cases=["clarify"])  # evals.yaml's clarify: true
     board = asked.configs["plans"]
     assert len(board.results) == 9 and asked.skipped == 0
     for r in board.results:
@@ -204,3 +210,4 @@ def test_clarify_cases_pass_in_mode_plans_when_asked_for(tmp_path: Path, chinook
         assert set(r.usage) == {"resolver"}  # asked back before any plan was made
     assert asked.accuracy == 1.0
     assert left.skipped == 9 and left.configs["plans"].results == []
+    assert default.clarify is True and default.skipped == 0 and len(default.configs["plans"].results) == 9

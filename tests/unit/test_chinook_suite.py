@@ -28,7 +28,7 @@ from nl2sql_assets.engine.plan import PlanModel
 from nl2sql_assets.engine.sqlgen import generate_sql
 from nl2sql_assets.engine.validator import tables_read
 from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite, load_suite
-from nl2sql_assets.paths import chinook_suite_path
+from nl2sql_assets.paths import chinook_clarify_suite_path, chinook_policy_suite_path, chinook_suite_path
 
 # ---------------------------------------------------------------- the rules of the suite
 
@@ -65,18 +65,17 @@ def _clarify(case: EvalCase) -> bool:
 
 
 def load() -> EvalSuite:
-    """The suite's question cases; its policy probes (kind probe) and the questions to ask back
-    about (outcome clarify), both at the end, are checked apart."""
-    suite = load_suite(chinook_suite_path())
-    return suite.model_copy(update={"cases": [c for c in suite.cases if c.kind != "probe" and not _clarify(c)]})
+    """The gold suite, whole: its 47 question cases and nothing else (spec 000). The policy probes and
+    the questions to ask back about are suites of their own, checked apart."""
+    return load_suite(chinook_suite_path())
 
 
 def load_clarify() -> list[EvalCase]:
-    return [c for c in load_suite(chinook_suite_path()).cases if _clarify(c)]
+    return load_suite(chinook_clarify_suite_path()).cases
 
 
 def load_probes() -> list[EvalCase]:
-    return [c for c in load_suite(chinook_suite_path()).cases if c.kind == "probe"]
+    return load_suite(chinook_policy_suite_path()).cases
 
 
 def gold_digest(suite: EvalSuite) -> str:
@@ -219,6 +218,7 @@ def test_gold_digest_sees_every_field_it_covers(suite: EvalSuite) -> None:
 
 
 def test_the_suite_has_47_approved_hand_written_cases_on_chinook(suite: EvalSuite) -> None:
+    assert len(load_suite(chinook_suite_path()).cases) == 47  # the file itself, nothing filtered out
     assert len(suite.cases) == 47
     assert [c.id for c in suite.cases] == [f"chinook_{n:03d}" for n in range(1, 48)]
     for case in suite.cases:
@@ -466,12 +466,12 @@ PROBE_TAGS = {
 }  # fmt: skip
 
 
-def test_probes_follow_the_question_cases_and_cover_every_rule_and_attack() -> None:
-    whole = load_suite(chinook_suite_path())
-    kinds = [c.kind for c in whole.cases]
-    # The probes follow the question cases; the questions to ask back about come last.
-    assert kinds == ["answer"] * 47 + ["probe"] * len(load_probes()) + ["answer"] * len(load_clarify())
+def test_the_probes_are_a_suite_of_their_own_and_cover_every_rule_and_attack() -> None:
+    # Each file holds one kind: the gold questions, the probes, the questions to ask back about.
+    assert {c.kind for c in load().cases} == {"answer"} and not any(_clarify(c) for c in load().cases)
     probes = load_probes()
+    assert len(probes) == 29 and {c.kind for c in probes} == {"probe"}
+    assert all(c.datasources == ["chinook"] for c in probes)
     assert [c.id for c in probes] == [f"chinook_probe_{n:02d}" for n in range(1, len(probes) + 1)]
     from nl2sql_assets.policy import RULE_NAMES
 
@@ -508,8 +508,9 @@ def test_each_probe_gets_its_verdict_and_rule_from_the_policy_check(chinook_path
             assert decision.rule == (None if expected == "allowed" else case.rule), (case.id, role, decision.detail)
 
 
-def test_the_clarify_cases_come_last_and_carry_nothing_to_answer() -> None:
+def test_the_clarify_cases_are_a_suite_of_their_own_and_carry_nothing_to_answer() -> None:
     cases = load_clarify()
+    assert all(_clarify(c) and c.kind == "answer" for c in cases)
     assert [c.id for c in cases] == [f"chinook_clarify_{n:02d}" for n in range(1, 4)]
     for case in cases:
         assert case.outcome == dict.fromkeys(ROLES, "clarify"), case.id

@@ -406,7 +406,9 @@ def test_init_demo_writes_a_loadable_project(project: demo.DemoProject) -> None:
     assert config.llm.for_node("planner").model == "openai/gpt-4o-mini"
     assert config.llm.for_node("planner").api_key == ""
     evals = config.evals_config
-    assert evals.suites == [project.root / "suites" / "chinook.yaml"]
+    assert evals.suites == [
+        project.root / "suites" / name for name in ("chinook.yaml", "chinook_policy.yaml", "chinook_clarify.yaml")
+    ]
     assert evals.curated is True and evals.max_cost_usd == 5.0 and evals.gate.max_regressions == 2
     assert evals.scorers == ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing"]
     shipped = sorted(p.name for p in packaged_suites_dir().glob("*.yaml"))
@@ -515,4 +517,6 @@ def test_root_config_loads() -> None:
     assert [ds.path for ds in config.datasources] == [
         REPO / "data" / name for _, name in demo.DEMO_FILES.values()
     ]
-    assert config.evals_config.suites == [REPO / "suites" / "chinook.yaml"]
+    assert config.evals_config.suites == [
+        REPO / "suites" / name for name in ("chinook.yaml", "chinook_policy.yaml", "chinook_clarify.yaml")
+    ]

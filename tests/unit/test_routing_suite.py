@@ -91,9 +91,10 @@ def test_the_header_says_how_to_run_it_and_names_the_cases_with_two_answers(suit
         assert len(suite.case(case_id).datasources) == 1, case_id
 
 
-def test_the_demo_evals_config_names_only_the_chinook_suite() -> None:
+def test_the_demo_evals_config_names_the_chinook_suites_and_not_this_one() -> None:
     # Mode plans cannot run the routing suite (no plans), so it is always run by path.
-    assert evals_config_data()["suites"] == ["suites/chinook.yaml"]
+    assert evals_config_data()["suites"] == [
+        "suites/chinook.yaml", "suites/chinook_policy.yaml", "suites/chinook_clarify.yaml"]
 
 
 # ---------------------------------------------------------------- every case

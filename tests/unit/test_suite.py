@@ -460,8 +460,8 @@ def test_the_canonical_layout(tmp_path: Path) -> None:
         "    FROM Customer\n"
         "    GROUP BY Country\n"
         "  rows:\n"
-        "  - {Country: USA, n: 13}\n"
-        "  - {Country: Canada, n: 8}\n"
+        "  - {Country: USA, \"n\": 13}\n"  # n is false to a YAML 1.1 reader of the spec's booleans
+        "  - {Country: Canada, \"n\": 8}\n"
         "  alt_sql:\n"
         "  - |-\n"
         "    SELECT Country, COUNT(CustomerId) FROM Customer GROUP BY Country\n"

@@ -39,7 +39,12 @@ class RunRequest(StrictModel):
     passes: int | None = None
     pass_numbers: list[int] | None = None  # exactly these pass indexes (a Dagster partition runs one)
     max_cost_usd: float | None = None
-    clarify: bool = False
+    #: ask the roles whose outcome is clarify; None: evals.yaml's ``clarify`` (off unless set)
+    clarify: bool | None = None
+    #: a suite holding nothing this mode runs (a suite of policy probes in mode retrieval) makes
+    #: an empty run, every case counted as left out, rather than an error: a Dagster partition
+    #: runs every config on every suite
+    allow_empty: bool = Field(default=False, exclude_if=lambda v: not v)
     #: plans per question for every case run, in place of the engine's and the cases' own setting
     #: (a paired measure of candidate selection over the whole suite); None: theirs
     candidates: int | None = None
@@ -51,6 +56,10 @@ class RunRequest(StrictModel):
     #: config name -> engine entry (``{kind: http, url, ...}``, ``engines.kinds``): engines asked
     #: through the engine contract beside (or instead of) the llm sections; mode full only
     engines: dict[str, dict[str, Any]] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    def asks_clarify(self, config: ProjectConfig) -> bool:
+        """Whether the roles whose outcome is clarify are asked: the request's word, else evals.yaml's."""
+        return self.clarify if self.clarify is not None else config.evals_config.clarify
 
     @field_validator("mode")
     @classmethod

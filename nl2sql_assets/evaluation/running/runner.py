@@ -607,14 +607,14 @@ def _databases(registry: Any, runs: list[RoleRun]) -> list[dict[str, Any]]:
     return out
 
 
-def _kinds(runs: list[RoleRun], mode: Mode) -> tuple[list[RoleRun], dict[str, int]]:
+def _kinds(runs: list[RoleRun], mode: Mode, *, allow_empty: bool = False) -> tuple[list[RoleRun], dict[str, int]]:
     """The role runs of the kinds of case the mode runs, and how many of each other kind it left out."""
     kept = [rr for rr in runs if rr.case.kind in mode.kinds]
     left: dict[str, int] = {}
     for rr in runs:
         if rr.case.kind not in mode.kinds:
             left[rr.case.kind] = left.get(rr.case.kind, 0) + 1
-    if runs and not kept:
+    if runs and not kept and not allow_empty:
         raise SelectionError(f"mode {mode.name} runs {', '.join(sorted(mode.kinds))} cases; the selection holds "
                              f"only {', '.join(f'{n} {kind} case run(s)' for kind, n in sorted(left.items()))}")
     return kept, left
@@ -680,9 +680,12 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
     selected = select_cases([(name, suite) for name, _, suite in loaded], request.cases)
     if not selected:
         raise SelectionError(f"no approved case in suite(s) {[name for name, _, _ in loaded]}")
-    runs, skipped = role_runs(selected, request.roles, clarify=request.clarify)
-    runs, left_out = _kinds(runs, mode)
-    runs = mode.select(runs)
+    runs, skipped = role_runs(selected, request.roles, clarify=request.asks_clarify(config))
+    runs, left_out = _kinds(runs, mode, allow_empty=request.allow_empty)
+    chosen = mode.select(runs)
+    if runs and not chosen and not request.allow_empty:
+        raise SelectionError(f"mode {mode.name}: {mode.nothing_selected}")
+    runs = chosen
     _check_roles(config, runs)
     pass_list = (sorted(set(request.pass_numbers)) if request.pass_numbers
                  else list(range(1, (request.passes if request.passes is not None else evals.passes) + 1)))
@@ -729,7 +732,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "roles": sorted({rr.role for rr in runs}),
         "passes": len(pass_list),
         "curated": lineup.curated,
-        "clarify": request.clarify,
+        "clarify": request.asks_clarify(config),
         "max_cost_usd": lineup.max_cost_usd,
         "spent": cases.spent,
         "stopped": stopped,

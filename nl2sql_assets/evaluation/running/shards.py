@@ -117,7 +117,7 @@ def plan_shards(request: RunRequest, config: ProjectConfig, shard_size: int) -> 
     mode = get_mode(request.mode)
     # The runner's own steps: role runs, the kinds the mode runs, then the mode's selection (e.g.
     # retrieval keeps only cases some allowed role can answer), so no shard is left empty.
-    runs, _ = role_runs(selected, request.roles, clarify=request.clarify)
+    runs, _ = role_runs(selected, request.roles, clarify=request.asks_clarify(config))
     kept = [rr for rr in runs if rr.case.kind in mode.kinds]
     runnable = runnable_case_ids(mode.select(kept) if kept else [])
     return cut(runnable, shard_size, others=runnable_case_ids(selected))

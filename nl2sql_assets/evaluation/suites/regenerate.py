@@ -4,7 +4,8 @@ Rows are never typed by hand: they come from the same adapter (read-only, the da
 row limit and timeout) that the engine's own queries run on, so gold and candidate rows are
 normalised alike. Only ``rows`` and ``alt_rows`` change; the rest of each case, and the
 file's comments, quoting and layout, stay exactly as they were: only the ``rows`` and
-``alt_rows`` blocks whose values change are rewritten in the text. A case that cannot be
+``alt_rows`` blocks whose values change are rewritten in the text, and any plain scalar
+another YAML reader could misread is quoted (``portable``), its value unchanged. A case that cannot be
 regenerated keeps its old rows and is reported; it never blocks the others.
 """
 
@@ -21,6 +22,7 @@ from nl2sql_assets.datasources.base import DatasourceAdapter, DatasourceError
 from nl2sql_assets.evaluation.suites.loader import SuiteError, parse_suite
 from nl2sql_assets.evaluation.suites.model import EvalCase, same_rows
 from nl2sql_assets.evaluation.suites.patch import PatchError, patch_rows
+from nl2sql_assets.evaluation.suites.portable import portable_text
 from nl2sql_assets.evaluation.suites.writer import _same, dump_suite
 from nl2sql_assets.yamlio import YamlFileError, dump_yaml, load_yaml_text
 
@@ -71,7 +73,8 @@ class RegenerateReport(BaseModel):
     ``cases`` counts the cases whose rows were regenerated and ``written`` their result sets
     (``sql`` plus each ``alt_sql``), whether or not the values differ from the file's;
     ``unchanged`` is true when the file's bytes (line endings aside) did not change, in
-    which case the file was not touched."""
+    which case the file was not touched; ``requoted`` counts the plain scalars quoted so that
+    every YAML reader reads them alike (see ``portable``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -80,6 +83,7 @@ class RegenerateReport(BaseModel):
     cases: int = 0
     failed: list[RegenerateFailure] = Field(default_factory=list)
     unchanged: bool = True
+    requoted: int = 0
 
 
 def regenerate(path: str | Path, registry: AdapterSource, *, allow_packaged: bool = False,
@@ -135,7 +139,8 @@ def regenerate(path: str | Path, registry: AdapterSource, *, allow_packaged: boo
             change["alt_rows"] = alt_rows
         if change:
             updates[index] = change
-    after = _patched(text, raw_cases, updates, valid, path).encode("utf-8")
+    after_text, report.requoted = _portable(_patched(text, raw_cases, updates, valid, path), path)
+    after = after_text.encode("utf-8")
     report.unchanged = _lf(after) == _lf(before.removeprefix(b"\xef\xbb\xbf"))
     if not report.unchanged:
         atomic_write(path, after)
@@ -243,6 +248,15 @@ def _patched(text: str, raw_cases: list[Any], updates: dict[int, dict[str, list[
     suite = parse_suite(text, path, allow_stale_rows=True)
     cases = [c.model_copy(update=updates.get(i, {})) for i, c in enumerate(suite.cases)]
     return dump_suite(suite.model_copy(update={"cases": cases}))
+
+
+def _portable(text: str, path: Path) -> tuple[str, int]:
+    """The text with every scalar another YAML reader could misread quoted as the writer quotes it
+    now (a file written in the old style is rewritten once, its values unchanged)."""
+    try:
+        return portable_text(text)
+    except PatchError as exc:
+        raise SuiteError(f"{path}: {exc}") from None
 
 
 def _same_values(a: Any, b: Any) -> bool:

@@ -76,9 +76,21 @@ from nl2sql_assets.yamlio import safe_load
 _STR_TAG = "tag:yaml.org,2002:str"
 _RESOLVER = yaml.resolver.Resolver()
 # Plain (unquoted) scalars: a word character first, then a conservative set; never ':' or '#'.
-# Inside flow collections ',[]{}' are indicators, so they force quotes there.
-_PLAIN_FLOW = re.compile(r"\w[\w .;()/'\"+\-&%$@!?=<>*^~|\\`]*")
+# Inside flow collections ',[]{}' are indicators and '?' stops PyYAML's pure-Python scanner
+# (libyaml and ruamel.yaml read it), so they force quotes there.
+_PLAIN_FLOW = re.compile(r"\w[\w .;()/'\"+\-&%$@!=<>*^~|\\`]*")
 _PLAIN_BLOCK = re.compile(r"\w[\w .,;()\[\]{}/'\"+\-&%$@!?=<>*^~|\\`]*")
+# What some YAML 1.1 or 1.2 reader takes for something other than a string, beyond what PyYAML's
+# resolver says: the 1.1 spec's booleans (y, n, on, off...), 1.2's nulls, and anything shaped like
+# a number in either version (1e3 and 0o17 are numbers in 1.2, 1_000 and 0b11 in 1.1; 1.2.3 is
+# quoted to be safe; sexagesimal 1:30 has a ':' and is quoted anyway). Quoting a string is always correct; leaving one plain must never be wrong.
+_READS_AS_OTHER = re.compile(
+    r"(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF"
+    r"|null|Null|NULL|~|=|<<"
+    r"|[-+]?[0-9._]*[0-9][0-9._]*(?:[eE][-+]?[0-9]+)?"  # ints and floats of either version, 1.2.3
+    r"|[-+]?0[bBoOxX][0-9a-fA-F_]+"  # binary, octal, hex
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))"
+)
 # What YAML cannot hold literally (outside the printable set, or read as a line break).
 _NOT_PRINTABLE = re.compile("[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
 _NOT_LITERAL = re.compile("[^\t\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
@@ -90,6 +102,7 @@ def _plain_ok(text: str, flow: bool) -> bool:
     return (
         pattern.fullmatch(text) is not None
         and not text.endswith(" ")
+        and _READS_AS_OTHER.fullmatch(text) is None
         and _RESOLVER.resolve(yaml.ScalarNode, text, (True, False)) == _STR_TAG
     )
 

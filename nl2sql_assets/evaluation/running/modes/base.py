@@ -166,6 +166,9 @@ class Mode:
         """The role runs this mode makes of those selected (by default all of them)."""
         return runs
 
+    #: why ``select`` kept none of the runs it was given (the runner's error says it)
+    nothing_selected: ClassVar[str] = "it runs none of the selected role runs"
+
     def lineup(self, setup: RunSetup) -> contextlib.AbstractContextManager[Lineup]:
         """Set the run up (runtimes, servers) and yield its lineup; tear it down on exit. Raises
         RunRefused, before anything is spent, when the run cannot go as asked."""

@@ -28,7 +28,7 @@ from nl2sql_assets.evaluation.running.modes.base import (
     RunSetup,
     Stopped,
 )
-from nl2sql_assets.evaluation.running.selection import RoleRun, SelectionError
+from nl2sql_assets.evaluation.running.selection import RoleRun
 
 
 class RetrievalMode(Mode):
@@ -42,10 +42,9 @@ class RetrievalMode(Mode):
     def select(self, runs: list[RoleRun]) -> list[RoleRun]:
         """The roles allowed to read an answerable case (or a routing case): a refusal or an
         unanswerable question has nothing to retrieve."""
-        kept = [rr for rr in runs if rr.expected == "allowed" and (rr.case.answerable or rr.case.kind == "routing")]
-        if not kept:
-            raise SelectionError("mode retrieval: no selected case is answerable by a role allowed to read it")
-        return kept
+        return [rr for rr in runs if rr.expected == "allowed" and (rr.case.answerable or rr.case.kind == "routing")]
+
+    nothing_selected: ClassVar[str] = "no selected case is answerable by a role allowed to read it"
 
     @contextlib.contextmanager
     def lineup(self, setup: RunSetup) -> Iterator[Lineup]:

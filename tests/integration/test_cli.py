@@ -146,10 +146,10 @@ def test_eval_run_plans_exits_0_against_the_committed_and_a_self_made_baseline(
 ) -> None:
     code, out, err = baseline.first_run
     assert code == 0, err
-    assert "plans: execution accuracy 100.0% (141/141" in out
+    assert "plans: execution accuracy 100.0% (150/150" in out  # 47 x 3 roles, and 3 clarify questions x 3
     assert f"report: {baseline.report}" in out
     report = load_report(baseline.report)  # eval_plans.json next to nl2sql.yaml
-    assert (report.mode, report.accuracy, len(report.configs["plans"].results)) == ("plans", 1.0, 178)
+    assert (report.mode, report.accuracy, len(report.configs["plans"].results)) == ("plans", 1.0, 187)
     if baseline.committed:  # CI's gate: the newest committed mode plans record
         assert "gate [plans/execution]: lost 0 [], gained 0 []" in out and "gate: ok" in out
 
@@ -159,7 +159,7 @@ def test_eval_run_plans_exits_0_against_the_committed_and_a_self_made_baseline(
     assert code == 0, err
     assert "gate [plans/execution]: lost 0 [], gained 0 [], McNemar p=1" in out
     assert "gate: ok" in out and err == ""
-    assert load_report(out_file).configs["plans"].accuracy.execution.passed == 141
+    assert load_report(out_file).configs["plans"].accuracy.execution.passed == 150
 
 
 def test_the_console_script_runs_the_gate(baseline: Baseline, tmp_path: Path) -> None:
@@ -519,7 +519,7 @@ def test_publish_writes_a_record_the_pages_and_never_overwrites(
     record = load_record(expected)
     assert (record.kind, record.note, record.config.name) == ("plans", "first cut", "plans")
     assert record.recorded_at == stamp.started_at  # the run's stamp, not the publishing time
-    assert record.metrics.execution.rate == 1.0 and len(record.scoreboard.results) == 178  # 37 of probes
+    assert record.metrics.execution.rate == 1.0 and len(record.scoreboard.results) == 187  # 37 of probes, 9 clarify
     page = (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     assert "first cut" in page and expected.name in page
     readme = (root / "README.md").read_text(encoding="utf-8")

@@ -1,4 +1,5 @@
-"""The command-line side of public benchmarks and engines: ``bench import``, ``eval grade``, ``serve``.
+"""The command-line side of public benchmarks and engines: ``bench import``, ``bench wide``, ``eval grade``,
+``serve``.
 
 Kept apart from ``cli.py`` so that file only registers these commands and dispatches to them.
 """
@@ -18,7 +19,7 @@ def add_bench_commands(sub: Any, esub: Any, fmt: dict[str, Any]) -> None:
     """``bench import`` under ``sub`` and ``eval grade`` under ``esub``."""
     from nl2sql_assets.public_benchmarks import FORMATS
 
-    bench = sub.add_parser("bench", help="public benchmarks (Spider, BIRD): import a folder you have", **fmt)
+    bench = sub.add_parser("bench", help="public benchmarks (Spider, BIRD) and the generated wide test bed", **fmt)
     bsub = bench.add_subparsers(dest="bench_command", required=True, metavar="COMMAND")
     imp = bsub.add_parser("import", help="turn a Spider- or BIRD-format folder into a project and a draft suite",
                           description="Read a benchmark folder (nothing is downloaded) and write PROJECT/nl2sql.yaml "
@@ -37,6 +38,18 @@ def add_bench_commands(sub: Any, esub: Any, fmt: dict[str, Any]) -> None:
                      help="take the benchmark's gold as reviewed: cases whose gold SQL gave rows are written approved, "
                           "so eval run and the gate take them (default: drafts, for eval grade)")
 
+    wide = bsub.add_parser("wide", help="build (or reuse) the wide test bed: 1,200 generated tables in six datasources",
+                           description="Write PROJECT/nl2sql.yaml, evals.yaml and data/ (three SQLite, three DuckDB "
+                                       "files), generated deterministically, nothing downloaded; a folder already "
+                                       "holding this version's bed is reused. Then run its routing suite (the "
+                                       "bed's evals.yaml names it) with: nl2sql-assets --config PROJECT eval run "
+                                       "--mode retrieval", **fmt)
+    wide.add_argument("--out", default=None, metavar="PROJECT",
+                      help="the bed's folder (default: wide-<version> under the cache folder, $NL2SQL_CACHE_DIR)")
+    wide.add_argument("--tables", type=int, default=None, metavar="N",
+                      help="how many tables in all (default 1,200; fewer keep every core table: 96 at least)")
+    wide.add_argument("--force", action="store_true", help="rebuild even when the folder holds this bed already")
+
     grade = esub.add_parser("grade", help="score a predictions file against a suite, no engine involved",
                             description="Run each predicted SQL read-only and compare it with the case's gold "
                                         "rows (strict and lenient execution match), on every core.", **fmt)
@@ -48,8 +61,28 @@ def add_bench_commands(sub: Any, esub: Any, fmt: dict[str, Any]) -> None:
     grade.add_argument("--out", default=None, metavar="FILE", help="write the full report (JSON) here")
 
 
+def cmd_wide(args: argparse.Namespace) -> int:
+    import time
+
+    from nl2sql_assets.datasources.chinook import default_cache_dir
+    from nl2sql_assets.testbed.wide import FULL_TABLES, WIDE_VERSION, build_wide
+
+    total = args.tables if args.tables is not None else FULL_TABLES
+    out = Path(args.out) if args.out else default_cache_dir() / f"wide-{WIDE_VERSION}-{total}"
+    started = time.perf_counter()
+    bed = build_wide(out, total_tables=total, force=args.force)
+    how = "reused" if bed.reused else f"built in {time.perf_counter() - started:.1f} s"
+    print(f"{bed.root}: the wide test bed, {bed.table_count} tables in {len(bed.tables)} datasources ({how})")
+    print(f"run its routing suite (its evals.yaml names it): nl2sql-assets --config {bed.config} eval run "
+          "--mode retrieval")
+    return EXIT_OK
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from nl2sql_assets.public_benchmarks import import_benchmark
+
+    if args.bench_command == "wide":
+        return cmd_wide(args)
 
     report = import_benchmark(args.benchmark, args.folder, args.out, questions=args.questions, split=args.split,
                               limit=args.limit, row_limit=args.row_limit, timeout_s=args.timeout,

@@ -32,6 +32,11 @@ def chinook_clarify_suite_path() -> Path:
     return packaged_suites_dir() / "chinook_clarify.yaml"
 
 
+def wide_routing_suite_path() -> Path:
+    """The routing suite of the wide test bed (``nl2sql-assets bench wide``)."""
+    return packaged_suites_dir() / "wide_routing.yaml"
+
+
 def is_packaged(path: str | Path) -> bool:
     """True when ``path`` is one of the suites the package ships."""
     try:

@@ -1,5 +1,5 @@
-"""Shared fixtures: the Chinook file (``NL2SQL_CHINOOK``, checked before anything is collected)
-and a demo project written by ``init_demo`` into a temporary folder."""
+"""Shared fixtures: the Chinook file (``NL2SQL_CHINOOK``, checked before anything is collected),
+a demo project written by ``init_demo`` into a temporary folder, and the wide test bed."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,6 +53,14 @@ def demo_template(tmp_path_factory: pytest.TempPathFactory, chinook_path: Path) 
     from nl2sql_assets.demo import init_demo
 
     return init_demo(tmp_path_factory.mktemp("demo-template") / "demo", chinook=chinook_path).root
+
+
+@pytest.fixture(scope="session")
+def wide_bed(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The full wide test bed (1,200 tables), built once per session (about two seconds)."""
+    from nl2sql_assets.testbed.wide import build_wide
+
+    return build_wide(tmp_path_factory.mktemp("wide") / "bed")
 
 
 @pytest.fixture

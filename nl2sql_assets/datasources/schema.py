@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from nl2sql_assets.config import StrictModel
 
@@ -35,11 +36,21 @@ class TableInfo(StrictModel):
 
 
 class SchemaSnapshot(StrictModel):
-    """Tables, columns, types and keys of one datasource, in a stable order."""
+    """Tables, columns, types and keys of one datasource, in a stable order. A snapshot is a value:
+    its adapter builds it once and nothing changes it (fields cannot be reassigned), so its
+    fingerprint is worked out once (every routed question asks for it, six times on the wide bed)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     datasource_id: str
     engine: str
     tables: list[TableInfo]
+    _fingerprint: str | None = PrivateAttr(default=None)
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> SchemaSnapshot:
+        copy = super().model_copy(update=update, deep=deep)
+        copy._fingerprint = None  # a copy with other tables is another schema
+        return copy
 
     def table(self, name: str) -> TableInfo | None:
         """Case-insensitive lookup, as SQLite and DuckDB resolve identifiers."""
@@ -61,6 +72,11 @@ class SchemaSnapshot(StrictModel):
 
     def fingerprint(self) -> str:
         """SHA-256 over tables, columns, types and keys, sorted, so re-introspection keeps it."""
+        if self._fingerprint is None:
+            self._fingerprint = self._work_out_fingerprint()
+        return self._fingerprint
+
+    def _work_out_fingerprint(self) -> str:
         canon = [
             {
                 "name": t.name,

@@ -186,10 +186,17 @@ class Embedder:
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
         self.load()
-        parts = [self._batch(texts[i:i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
+        # Batched by length: a batch is padded to its longest text, and an index's entries come
+        # as one long table text then its short column texts, so in file order nearly every batch
+        # would be padded to a table's length (3x the work on a wide schema).
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        ordered = [texts[i] for i in order]
+        parts = [self._batch(ordered[i:i + self.batch_size]) for i in range(0, len(ordered), self.batch_size)]
         with self._lock:
             self.texts_embedded += len(texts)
-        return np.concatenate(parts, axis=0)
+        out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        out[order] = np.concatenate(parts, axis=0)
+        return out
 
     def embed_query(self, text: str) -> np.ndarray:
         """One text's vector, remembered: a case is asked once per role and routed and retrieved

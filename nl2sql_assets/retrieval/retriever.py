@@ -79,8 +79,9 @@ def retrieve(question_vector: np.ndarray, index: SchemaIndex, snapshot: SchemaSn
     picked_tables = mmr(question_vector, index.vectors[table_rows], k_tables, mmr_lambda)
     chosen = {index.entries[table_rows[i]].tables[0].lower() for i in picked_tables}
 
-    detail_rows = [r for r in index.rows("column", "relationship")
-                   if {t.lower() for t in index.entries[r].tables} <= chosen]
+    detail_rows = [r for r, tables in zip(index.rows("column", "relationship"),
+                                          index.table_sets("column", "relationship"), strict=True)
+                   if tables <= chosen]
     picked_details = mmr(question_vector, index.vectors[detail_rows], k_columns, mmr_lambda) if detail_rows else []
     columns: dict[str, set[str]] = {}
     for i in picked_details:

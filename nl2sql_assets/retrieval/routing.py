@@ -33,7 +33,7 @@ def datasource_score(question_vector: np.ndarray, index: SchemaIndex, top: int =
     if not rows:
         return float("-inf")
     q = np.asarray(question_vector, dtype=np.float64)
-    sims = np.asarray(index.vectors[rows], dtype=np.float64) @ q
+    sims = index.matrix(*ROUTING_KINDS) @ q
     best = np.sort(sims)[::-1][: max(1, top)]
     return float(best.mean())
 

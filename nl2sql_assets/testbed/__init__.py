@@ -1,0 +1,1 @@
+"""Generated test beds: databases built here, deterministically, for what no shipped database shows."""

@@ -61,3 +61,13 @@ def test_shards_without_outage_stay_complete() -> None:
     assert merged.incomplete is False
     assert merged.env_errors == {}
     assert merged.breaker is None
+
+
+def test_the_cases_the_cap_stopped_in_flight_are_counted_over_every_shard() -> None:
+    """A case the cap stopped in a later shard still shows on the partition: its dollars are in the
+    run's spent, so the count that explains them must be there too."""
+    first = _shard(0, spent=0.3, stopped="max_cost", configs=_cfg(stopped_by_cap=0))
+    later = _shard(2, spent=0.5, stopped="max_cost", configs=_cfg(stopped_by_cap=2))
+    merged = merge_shards(REQUEST, [first, later]).meta
+    assert merged.configs["default"].stopped_by_cap == 2
+    assert merged.spent == 0.3 + 0.5 and merged.stopped == "max_cost"

@@ -167,6 +167,7 @@ def merge_metas(request: RunRequest, metas: Sequence[RunMeta]) -> RunMeta:
             "completed_cases": sum(p.completed_cases for p in parts),
             "unknown_cost_calls": sum(p.unknown_cost_calls for p in parts),
             "estimated_calls": sum(p.estimated_calls for p in parts),
+            "stopped_by_cap": sum(p.stopped_by_cap for p in parts),
             "token_source": combine_sources(p.token_source for p in parts),
             "env_errors": summed_counts(p.env_errors for p in parts),
         })

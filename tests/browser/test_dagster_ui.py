@@ -114,6 +114,23 @@ class Page:
         return paths
 
 
+def zoom_out_until(page: Page, condition: Callable[[], bool], what: str, steps: int = 4) -> None:
+    """A lineage opens zoomed in on its middle and draws only the nodes in view: zoom out one step
+    at a time until ``condition`` holds (a step too far draws nodes without their names)."""
+    from selenium.common.exceptions import TimeoutException
+
+    for step in range(steps + 1):
+        try:
+            page.wait(lambda d: condition(), timeout=10.0)
+            return
+        except TimeoutException:
+            if step == steps:
+                break
+            page.click("//button[.//*[@aria-label='zoom_out']]")
+    page.screenshot("failure_zoom.png")
+    raise AssertionError(f"not shown after zooming out {steps} steps: {what}")
+
+
 def pick_partition(page: Page, selector_index: int, key: str) -> None:
     """Open one dimension's partition selector in the launch dialog, tick ``key``, close the list."""
     from selenium.webdriver.common.by import By
@@ -229,12 +246,16 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
         # 1. The lineage: every group (a stage) drawn open, and each node titled by what it is.
         page.open("/asset-groups?expanded=" + ",".join(f"global@global:{g}" for g in GROUPS))
         minimal = "//div[contains(@class, 'AssetNode_minimalName')]"
-        page.wait(lambda d: len(page.visible(minimal)) == len(expected),
-                  message=f"{len(expected)} nodes in the global lineage")
+        page.wait(lambda d: page.visible(minimal), message="the global lineage drawn")
+        zoom_out_until(page, lambda: len(page.visible(minimal)) == len(expected),
+                       f"{len(expected)} nodes in the global lineage")
         for group in GROUPS:
             assert page.visible(f"//*[normalize-space(text())='{group}']"), f"group {group} not shown"
         page.screenshot("lineage_global.png")
         seen: list[str] = []
+        # A group page opens at a zoom that draws every node in full, and only those in view: a
+        # window tall enough for the tallest group (three suites' chains) shows them all.
+        chrome.set_window_size(1600, 1600)
         for group in GROUPS:
             page.open(f"/locations/nl2sql/asset-groups/{group}")
             mine = sorted(k for k, g in expected.items() if g == group)
@@ -243,6 +264,7 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
             seen += node_titles(page)
             page.screenshot(f"lineage_{group}.png")
         assert len(seen) == len(set(seen)) == len(expected)  # no two nodes share a title
+        chrome.set_window_size(1600, 1000)
         assert {"chinook_case_runs", "chinook_scoreboards", "chinook_schema_snapshot",
                 "chinook_schema_index", "chinook_suite"} <= set(seen)
 

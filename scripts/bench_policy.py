@@ -31,7 +31,7 @@ def main() -> int:
     from nl2sql_assets.config import DatasourceAccess, DatasourceConfig
     from nl2sql_assets.datasources.sqlite import SqliteAdapter
     from nl2sql_assets.engine.sqlgen import generate_sql, qualify_plan
-    from nl2sql_assets.evaluation.suite import load_suite
+    from nl2sql_assets.evaluation.suites import load_suite
     from nl2sql_assets.paths import chinook_suite_path
     from nl2sql_assets.policy import check_sql
     from nl2sql_assets.policy.facts import _analyse_cached

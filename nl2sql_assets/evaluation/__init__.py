@@ -6,6 +6,5 @@
 - ``reporting``: boards and reports from case records, and the gate's comparison.
 - ``history``: benchmark records and their pages, the warehouse and its boards, baselines.
 
-Each stage imports only the stages listed before it. ``evaluator``, ``faithfulness``,
-``stats`` and ``suite`` keep the import paths the README names.
+Each stage imports only the stages listed before it.
 """

@@ -20,7 +20,7 @@ from nl2sql_assets.defs.partitions import config_pass_key, register_configs
 from nl2sql_assets.evaluation.history.publish import publish
 from nl2sql_assets.evaluation.reporting.report import save_report
 from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer
-from nl2sql_assets.evaluation.suite import load_suite
+from nl2sql_assets.evaluation.suites import load_suite
 from tests.hostile_llm import EchoGateway
 
 CASES = ["chinook_010", "chinook_007", "chinook_012"]  # allowed, refused for two roles, unanswerable

@@ -536,7 +536,7 @@ def test_sqlite_runs_only_reviewed_functions(sql: str, error: type[Exception] | 
 
 def test_every_committed_suite_runs_under_the_function_allow_list(sqlite_db: SqliteAdapter) -> None:
     from nl2sql_assets.engine.sqlgen import generate_sql, qualify_plan
-    from nl2sql_assets.evaluation.suite import load_suite
+    from nl2sql_assets.evaluation.suites import load_suite
     from nl2sql_assets.paths import chinook_suite_path
 
     snapshot = sqlite_db.introspect()

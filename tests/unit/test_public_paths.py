@@ -1,4 +1,4 @@
-"""The import paths the README names keep working after the code moved to its stage packages."""
+"""The import paths the README names for the pure functions and the facade."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 def test_the_readme_pure_functions_import_from_their_documented_paths(tmp_path: Path) -> None:
     from nl2sql_assets import Project
     from nl2sql_assets.evaluation import judging, suites
-    from nl2sql_assets.evaluation.evaluator import compare_results, compare_results_lenient
-    from nl2sql_assets.evaluation.faithfulness import check_faithfulness
-    from nl2sql_assets.evaluation.stats import mcnemar_exact, pass_hat_k, wilson_interval
-    from nl2sql_assets.evaluation.suite import load_suite, suite_digest, write_suite
+    from nl2sql_assets.evaluation.judging.comparison import compare_results, compare_results_lenient
+    from nl2sql_assets.evaluation.judging.faithfulness import check_faithfulness
+    from nl2sql_assets.evaluation.judging.stats import mcnemar_exact, pass_hat_k, wilson_interval
+    from nl2sql_assets.evaluation.suites import load_suite, suite_digest, write_suite
     from nl2sql_assets.project import Project as FacadeProject
 
     assert Project is FacadeProject

@@ -605,10 +605,10 @@ def _llm_section_text(spec: str) -> str:
 
 
 def _cmd_configs(args: argparse.Namespace) -> int:
-    from nl2sql_assets.config import load_config
+    from nl2sql_assets.config import load_config, validate_config_name
     from nl2sql_assets.defs.partitions import CONFIGS, register_configs
     from nl2sql_assets.evaluation.running.modes import reserved_config_names, resolve_config
-    from nl2sql_assets.evaluation.running.named_configs import project_configs_dir, validate_config_name
+    from nl2sql_assets.evaluation.running.named_configs import project_configs_dir
 
     with _dagster_instance() as instance:
         if args.configs_command == "list":

@@ -24,6 +24,16 @@ if TYPE_CHECKING:
     from nl2sql_assets.evaluation.suites import EvalSuite, RegenerateReport, SeedReport
 
 
+def load_project_config(path: str | Path = "nl2sql.yaml") -> ProjectConfig:
+    """nl2sql.yaml (and its evals.yaml) loaded, each ``engines:`` entry checked by its kind."""
+    config = load_config(path)
+    if config.engines:  # the engines package is imported only for a project that names engines
+        from nl2sql_assets.engines.kinds import check_engine_entries
+
+        check_engine_entries(config)
+    return config
+
+
 class Project:
     """One project folder: its config, databases, engine and evals. ``bus`` and ``scorers`` let a
     caller share an event bus or bring a scorer registry of its own (plugins added in code)."""
@@ -41,7 +51,7 @@ class Project:
 
     @classmethod
     def load(cls, path: str | Path = "nl2sql.yaml") -> Project:
-        return cls(load_config(path))
+        return cls(load_project_config(path))
 
     @property
     def root(self) -> Path:

@@ -7,7 +7,6 @@ from pathlib import Path
 import dagster as dg
 
 from nl2sql_assets.cluster.settings import cluster_profile
-from nl2sql_assets.config import load_config
 from nl2sql_assets.defs.automation import build_automation, build_jobs
 from nl2sql_assets.defs.cluster import build_sharded_case_runs, step_executor
 from nl2sql_assets.defs.datasets import build_schema_snapshots, build_suite_assets, demo_datasets
@@ -15,6 +14,7 @@ from nl2sql_assets.defs.evals import build_eval_assets, build_gate_all_check
 from nl2sql_assets.defs.resources import ProjectResource
 from nl2sql_assets.defs.schema_index import build_schema_index, schema_index_keys
 from nl2sql_assets.defs.thresholds import build_threshold_check
+from nl2sql_assets.project import load_project_config
 
 
 def build_defs(config_path: str | Path) -> dg.Definitions:
@@ -28,7 +28,7 @@ def build_defs(config_path: str | Path) -> dg.Definitions:
 
 
 def _build_defs(config_path: Path) -> dg.Definitions:
-    config = load_config(config_path)
+    config = load_project_config(config_path)
     cluster = cluster_profile()  # None: the embedded default (SQLite, in-process)
     suites = [(Path(p).stem, Path(p)) for p in config.evals_config.suites]
     assets: list = [demo_datasets, build_schema_snapshots(config), build_schema_index(config)]

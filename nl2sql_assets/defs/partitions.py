@@ -5,7 +5,7 @@ import os
 
 import dagster as dg
 
-from nl2sql_assets.evaluation.running.named_configs import validate_config_name
+from nl2sql_assets.config import validate_config_name
 
 CONFIGS = dg.DynamicPartitionsDefinition(name="llm_config")
 MAX_PASSES = int(os.environ.get("NL2SQL_MAX_PASSES", "3"))

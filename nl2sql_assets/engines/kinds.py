@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationError
 
-from nl2sql_assets.config import StrictModel
+from nl2sql_assets.config import ConfigError, ProjectConfig, StrictModel, validate_config_name
 from nl2sql_assets.engines.contract import NL2SQLEngine
 from nl2sql_assets.engines.http_client import HttpEngine, HttpEngineConfig
 from nl2sql_assets.errors import RunRefused, validation_summary
@@ -137,6 +137,17 @@ def parse_engine_config(name: str, data: Mapping[str, Any] | StrictModel, where:
         raise EngineConfigError(f"{where}.{name}: {validation_summary(exc)}") from None
 
 
+def check_engine_entries(config: ProjectConfig) -> ProjectConfig:
+    """Every ``engines:`` entry of a loaded project checked by its kind (the config file's model
+    knows no kinds): a bad one is a ConfigError naming the file, the entry and the field."""
+    for name, entry in config.engines.items():
+        try:
+            parse_engine_config(name, entry)
+        except EngineConfigError as exc:
+            raise ConfigError(f"{config.source or 'nl2sql.yaml'}: {exc}") from None
+    return config
+
+
 def kind_of(config: StrictModel) -> EngineKind:
     return ENGINE_KINDS[str(config.kind)]  # type: ignore[attr-defined]
 
@@ -144,8 +155,6 @@ def kind_of(config: StrictModel) -> EngineKind:
 def engines_from_specs(specs: list[str], named: Mapping[str, Any], taken: list[str] | None = None) -> dict[str, Any]:
     """``--engine NAME=URL`` (an HTTP engine) or ``--engine NAME`` (an entry of nl2sql.yaml's
     ``engines``) -> config name -> engine entry; a name given twice is refused."""
-    from nl2sql_assets.evaluation.running.named_configs import validate_config_name
-
     out: dict[str, Any] = {}
     for spec in specs:
         name, sep, url = spec.partition("=")

@@ -10,9 +10,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from nl2sql_assets.config import ConfigNameError, validate_config_name
 from nl2sql_assets.defs.factory import build_defs
 from nl2sql_assets.defs.partitions import CONFIGS, register_configs
-from nl2sql_assets.evaluation.running.named_configs import ConfigNameError, validate_config_name
 
 
 @pytest.mark.parametrize("name", ["plans", "gpt-5.4", "gpt-5.4-mini-helpers", "claude_planner", "a.b-c_d"])

@@ -147,3 +147,27 @@ def test_a_listed_suite_that_is_missing_names_both_paths_and_the_rule(tmp_path: 
     assert str(root / "config" / "evals.yaml") in message and str(root / "mine.yaml") in message
     assert "relative to the folder of" in message and str(root / "nl2sql.yaml") in message
     assert str(root / "config" / "mine.yaml") in message and "'config/mine.yaml'" in message
+
+
+@pytest.mark.parametrize(("entry", "fragments"), [
+    ("{kind: grpc}", ["engines.bad.kind: unknown engine kind 'grpc'"]),
+    ("{kind: http}", ["engines.bad", "url"]),
+    ("[1, 2]", ["engines.bad"]),
+])
+def test_a_bad_engine_entry_is_refused_at_load_naming_the_file_and_entry(tmp_path: Path, entry: str,
+                                                                         fragments: list[str]):
+    from nl2sql_assets.project import load_project_config
+
+    path = _project(tmp_path, BASE + f"engines:\n  bad: {entry}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_project_config(path)
+    message = str(caught.value)
+    assert str(path.resolve()) in message
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_an_engine_name_that_cannot_be_a_partition_key_is_refused_by_the_config_itself(tmp_path: Path):
+    path = _project(tmp_path, BASE + "engines:\n  'a|b': {kind: http, url: 'http://127.0.0.1:1'}\n")
+    with pytest.raises(ConfigError, match=r"invalid config name 'a\|b'"):
+        load_config(path)

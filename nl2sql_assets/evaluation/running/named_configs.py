@@ -1,34 +1,20 @@
 """Named LLM configs: an llm section found by name, for the mode that runs models.
 
 A name is a YAML file in the project's ``configs/`` folder, a shipped preset, or ``default``
-(nl2sql.yaml's own llm section). Names become Dagster partition keys, so they are validated
-here: letters, digits, ``_``, ``.`` and ``-`` only (a ``|`` or ``...`` would silently break
+(nl2sql.yaml's own llm section). Names become Dagster partition keys, so ``config.validate_config_name``
+holds them to letters, digits, ``_``, ``.`` and ``-`` (a ``|`` or ``...`` would silently break
 multi-partition keys). Which mode a name runs in is the registry's business (``running.modes``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from nl2sql_assets.config import ConfigError, LLMConfig, ProjectConfig
+from nl2sql_assets.config import LLMConfig, ProjectConfig, validate_config_name
 from nl2sql_assets.errors import RunRefused
 
 DEFAULT_CONFIG = "default"  # nl2sql.yaml's own llm section, or the one section a run is given
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-class ConfigNameError(ConfigError):
-    """A config name that cannot be a partition key."""
-
-
-def validate_config_name(name: str) -> str:
-    if not _NAME.match(name) or "..." in name or name in {".", ".."}:
-        raise ConfigNameError(
-            f"invalid config name {name!r}: use 1-64 letters, digits, '_', '.' or '-' (and no '...')"
-        )
-    return name
 
 
 def project_configs_dir(config: ProjectConfig) -> Path:

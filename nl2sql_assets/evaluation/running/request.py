@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, field_serializer, field_validator
 
-from nl2sql_assets.config import LLMConfig, ProjectConfig, StrictModel
+from nl2sql_assets.config import LLMConfig, ProjectConfig, StrictModel, validate_config_name
 from nl2sql_assets.errors import RunRefused
 from nl2sql_assets.evaluation.running.modes import get_mode, llm_mode, resolve_config
-from nl2sql_assets.evaluation.running.named_configs import DEFAULT_CONFIG, validate_config_name
+from nl2sql_assets.evaluation.running.named_configs import DEFAULT_CONFIG
 
 REDACTED = "<redacted>"
 

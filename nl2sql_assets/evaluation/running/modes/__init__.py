@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from nl2sql_assets.config import ConfigError, LLMConfig, ProjectConfig
+from nl2sql_assets.config import ConfigError, LLMConfig, ProjectConfig, validate_config_name
 from nl2sql_assets.errors import RunRefused
 from nl2sql_assets.evaluation.running.modes.base import (
     Budget,
@@ -32,7 +32,6 @@ from nl2sql_assets.evaluation.running.named_configs import (
     find_llm_config,
     llm_config_names,
     project_configs_dir,
-    validate_config_name,
 )
 
 #: Every mode by name, in the order a suite report prefers them (it compares the boards of the

@@ -1,4 +1,4 @@
-"""Where the package's own files are, in a wheel install and in a checkout (editable install), and
+"""Where a project's warehouse lies, where the package's own files are, in a wheel install and in a checkout (editable install), and
 which commit of the checkout is running."""
 
 from __future__ import annotations
@@ -10,6 +10,22 @@ from pathlib import Path
 from typing import Literal
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def warehouse_dir(project_root: str | Path) -> Path:
+    """A project's warehouse of runs: ``warehouse/`` beside its nl2sql.yaml."""
+    return Path(project_root) / "warehouse"
+
+
+def suite_cache_in(warehouse: str | Path) -> Path:
+    """Parsed suites by file digest (``suites.cache``), inside a warehouse: a big suite is
+    YAML-parsed once."""
+    return Path(warehouse) / "cache" / "suites"
+
+
+def suite_cache_dir(project_root: str | Path) -> Path:
+    """The suite cache of a project's warehouse."""
+    return suite_cache_in(warehouse_dir(project_root))
 
 
 def packaged_suites_dir() -> Path:

@@ -31,6 +31,7 @@ from nl2sql_assets.atomic import atomic_write, atomic_write_chunks
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
 from nl2sql_assets.evaluation.running.spend import LedgerState, call_entry
+from nl2sql_assets.paths import suite_cache_in, warehouse_dir
 from nl2sql_assets.redact import redact
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class Warehouse:
     @classmethod
     def for_project(cls, project_root: str | Path) -> Warehouse:
         """A project's warehouse: ``warehouse/`` beside its nl2sql.yaml."""
-        return cls(Path(project_root) / "warehouse")
+        return cls(warehouse_dir(project_root))
 
     @property
     def schema_index_dir(self) -> Path:
@@ -68,7 +69,7 @@ class Warehouse:
     @property
     def suite_cache_dir(self) -> Path:
         """Parsed suites by file digest (``suites.cache``): a big suite is YAML-parsed once."""
-        return self.root / "cache" / "suites"
+        return suite_cache_in(self.root)
 
     @property
     def step_records(self) -> StepRecords:

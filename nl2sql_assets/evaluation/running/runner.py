@@ -665,10 +665,10 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
                      on_case: OnCase | None = None, budget: Budget | None = None,
                      index_folder: Path | None = None, keep_records: bool = True) -> CaseRuns:
     """``run_cases`` on the running event loop."""
-    from nl2sql_assets import __version__
     from nl2sql_assets.evaluation.judging import COMPARATOR_VERSION, comparator_settings
     from nl2sql_assets.evaluation.suites import suite_digest
     from nl2sql_assets.paths import git_info
+    from nl2sql_assets.version import __version__
 
     started_at = datetime.now(UTC)
     mode = get_mode(request.mode)

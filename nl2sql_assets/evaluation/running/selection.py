@@ -109,10 +109,10 @@ def _missing_listed_suite(config: ProjectConfig, index: int, path: Path) -> str:
 def load_run_suites(config: ProjectConfig, suites: Sequence[str | Path] | None) -> list[tuple[str, Path, EvalSuite]]:
     """A run's suites (``suites``, else evals.yaml's), each read through the warehouse's suite
     cache (a hit skips YAML parsing): (name, path, suite). Two suites may not share a name."""
-    from nl2sql_assets.evaluation.history.warehouse import Warehouse
     from nl2sql_assets.evaluation.suites import load_suite
+    from nl2sql_assets.paths import suite_cache_dir
 
-    cache_dir = Warehouse.for_project(config.root).suite_cache_dir
+    cache_dir = suite_cache_dir(config.root)
     paths = list(suites) if suites is not None else list(config.evals_config.suites)
     if not paths:
         raise SelectionError("no suites to run: pass suites=[...] or list them under suites in evals.yaml")

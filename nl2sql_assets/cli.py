@@ -301,7 +301,8 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     request = RunRequest(suites=args.suite, mode=args.mode, llm=llm, cases=args.cases, roles=args.roles,
                          passes=args.passes, max_cost_usd=args.max_cost, clarify=clarify,
                          candidates=args.candidates, workers=args.workers, engines=engines)
-    from nl2sql_assets.evaluation.reporting.streamed import records_path_for, save_summary
+    from nl2sql_assets.evaluation.reporting.board import save_summary
+    from nl2sql_assets.evaluation.reporting.streamed import records_path_for
 
     records = records_path_for(out)  # each case record written as it finishes; the boards read them back
     report = project.evals.run_streamed(request, records, on_case=_progress())
@@ -327,7 +328,7 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
         code = EXIT_REGRESSION
     if args.baseline:
         try:
-            from nl2sql_assets.evaluation.reporting.report import load_report
+            from nl2sql_assets.evaluation.reporting.board import load_report
 
             # the gate compares case by case: the report with its records read back from the file
             result = project.evals.gate(load_report(out), args.baseline)

@@ -187,7 +187,8 @@ class Evals:
         """The report of a run request whose case records go to ``records`` (JSON Lines) as they
         finish, in the run's order at the end; the boards are built in one pass over that file and
         hold no record (``reporting.streamed``), so a run's memory does not grow with its records."""
-        from nl2sql_assets.evaluation.reporting.streamed import RecordStream, report_from_records
+        from nl2sql_assets.evaluation.reporting.report import report_from_records
+        from nl2sql_assets.evaluation.reporting.streamed import RecordStream
 
         with RecordStream(records) as stream:
 

@@ -240,7 +240,7 @@ def build_sharded_case_runs(suite_name: str, suite_path: Path, index_keys: Seque
            description="Merges the shards' records into the partition's records in the warehouse, a shard at a time.")
     def merge_shards(context: dg.OpExecutionContext, project: ProjectResource, shards: list[dict]) -> dg.Output:
         from nl2sql_assets.evaluation.history.pg_merge import missing_shards, shards_by_worker, write_merged
-        from nl2sql_assets.evaluation.reporting.streamed import report_from_records
+        from nl2sql_assets.evaluation.reporting.report import report_from_records
         from nl2sql_assets.evaluation.running.results import CaseRuns
         from nl2sql_assets.evaluation.running.shards import merge_metas
 

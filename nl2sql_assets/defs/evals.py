@@ -57,7 +57,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                     "the case records go to the warehouse.",
     )
     def case_runs(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.evaluation.reporting.streamed import report_from_records
+        from nl2sql_assets.evaluation.reporting.report import report_from_records
 
         config, pass_index = partition_config_pass(context)
         warehouse = project.warehouse
@@ -178,7 +178,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                           project: ProjectResource) -> dg.MaterializeResult:
         from nl2sql_assets.defs.cluster import pull_scoreboards
         from nl2sql_assets.evaluation.history.publish import PublishError, publish
-        from nl2sql_assets.evaluation.reporting.report import load_report
+        from nl2sql_assets.evaluation.reporting.board import load_report
 
         pull_scoreboards(project, suite_name)  # the board may have been built on another machine
         path = project.warehouse.scoreboard_path(suite_name, context.partition_key)

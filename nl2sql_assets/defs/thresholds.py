@@ -42,7 +42,7 @@ def board_metadata(report: Any) -> dict[str, Any]:
 
 def threshold_check_result(project: ProjectResource, suite_name: str, config: str) -> dg.AssetCheckResult:
     """evals.yaml's thresholds on the config's stored scoreboard; each miss named with its value."""
-    from nl2sql_assets.evaluation.reporting.report import load_report
+    from nl2sql_assets.evaluation.reporting.board import load_report
     from nl2sql_assets.evaluation.reporting.thresholds import check_thresholds
 
     with project.open() as proj:

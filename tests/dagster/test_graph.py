@@ -181,7 +181,7 @@ def test_scoreboard_report_file_is_a_loadable_eval_report(demo_project: Path, in
     assert _run(defs, "case_runs_job", instance, config_pass_key("plans", 1)).success
     assert _run(defs, "scoreboards_job", instance, "plans").success
     data = json.loads((demo_project / "warehouse" / "reports" / "chinook" / "plans.json").read_text())
-    from nl2sql_assets.evaluation.reporting.report import EvalReport
+    from nl2sql_assets.evaluation.reporting.board import EvalReport
 
     report = EvalReport.model_validate(data)
     assert report.mode == "plans" and report.accuracy == 1.0
@@ -231,7 +231,7 @@ def test_schema_index_then_a_retrieval_partition_and_its_scoreboard(demo_project
     assert {"execution_accuracy", "lenient_accuracy", "pass_k", "determinism"}.isdisjoint(board)
     assert board["accuracy"] == meta["accuracy"] and board["accuracy_low"] < board["accuracy"]
     assert "Retrieval: table recall" in board["board"] and "Routing: top-1" in board["board"]
-    from nl2sql_assets.evaluation.reporting.report import EvalReport
+    from nl2sql_assets.evaluation.reporting.board import EvalReport
 
     report = EvalReport.model_validate_json(
         (demo_project / "warehouse" / "reports" / "chinook" / "retrieval.json").read_text(encoding="utf-8"))

@@ -27,7 +27,7 @@ from nl2sql_assets import paths
 from nl2sql_assets.cli import main
 from nl2sql_assets.config import PriceRow, load_config
 from nl2sql_assets.evaluation.history.records import iter_records, load_record
-from nl2sql_assets.evaluation.reporting.report import load_report
+from nl2sql_assets.evaluation.reporting.board import load_report
 from nl2sql_assets.evaluation.running import gold_llm
 from nl2sql_assets.evaluation.running.modes import resolve_config
 from nl2sql_assets.evaluation.suites import EvalCase, load_suite, suite_digest

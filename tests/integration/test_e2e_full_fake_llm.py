@@ -19,7 +19,7 @@ import pytest
 from nl2sql_assets import Project
 from nl2sql_assets.config import LLMConfig, PriceRow
 from nl2sql_assets.datasources.registry import DatasourceRegistry
-from nl2sql_assets.evaluation.reporting.report import EvalReport
+from nl2sql_assets.evaluation.reporting.board import EvalReport
 from nl2sql_assets.evaluation.running.gold_llm import ANSWERS, GoldLLMServer
 from nl2sql_assets.evaluation.running.results import CaseRecord
 from nl2sql_assets.evaluation.suites import EvalCase, load_suite

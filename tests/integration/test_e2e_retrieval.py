@@ -19,7 +19,7 @@ from nl2sql_assets import Project, paths
 from nl2sql_assets.cli import main
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, RUN_FINISHED, RUN_STARTED, Event
 from nl2sql_assets.evaluation.history.records import iter_records
-from nl2sql_assets.evaluation.reporting.report import load_report
+from nl2sql_assets.evaluation.reporting.board import load_report
 from nl2sql_assets.evaluation.running import gold_llm
 from nl2sql_assets.evaluation.suites import load_suite, suite_digest
 

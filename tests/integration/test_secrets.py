@@ -18,7 +18,7 @@ from nl2sql_assets import Project
 from nl2sql_assets.defs.factory import build_defs
 from nl2sql_assets.defs.partitions import config_pass_key, register_configs
 from nl2sql_assets.evaluation.history.publish import publish
-from nl2sql_assets.evaluation.reporting.report import save_report
+from nl2sql_assets.evaluation.reporting.board import save_report
 from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer
 from nl2sql_assets.evaluation.suites import load_suite
 from tests.hostile_llm import EchoGateway

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nl2sql_assets.cli import main
-from nl2sql_assets.evaluation.reporting.report import load_report
+from nl2sql_assets.evaluation.reporting.board import load_report
 from nl2sql_assets.evaluation.suites import load_suite
 from nl2sql_assets.paths import wide_routing_suite_path
 from nl2sql_assets.testbed.wide_schema import SOURCES

@@ -27,7 +27,7 @@ from nl2sql_assets.atomic import (
 from nl2sql_assets.cli import main
 from nl2sql_assets.evaluation.history.publish import publish, render_pages
 from nl2sql_assets.evaluation.history.records import iter_records, load_record
-from nl2sql_assets.evaluation.reporting.report import save_report
+from nl2sql_assets.evaluation.reporting.board import save_report
 from nl2sql_assets.evaluation.suites import load_suite, write_suite
 from tests.unit.test_records import report
 

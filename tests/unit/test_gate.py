@@ -11,10 +11,8 @@ import pytest
 from nl2sql_assets.config import GateSettings
 from nl2sql_assets.evaluation.history import BaselineError, gate
 from nl2sql_assets.evaluation.history.records import records_from_report, write_record
-from nl2sql_assets.evaluation.reporting.report import (
-    EvalReport,
-    build_report,
-)
+from nl2sql_assets.evaluation.reporting.board import EvalReport
+from nl2sql_assets.evaluation.reporting.report import build_report
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,
     ConfigMeta,

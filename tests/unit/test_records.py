@@ -18,10 +18,8 @@ from nl2sql_assets.evaluation.history.records import (
     series_key,
     write_record,
 )
-from nl2sql_assets.evaluation.reporting.report import (
-    EvalReport,
-    build_report,
-)
+from nl2sql_assets.evaluation.reporting.board import EvalReport
+from nl2sql_assets.evaluation.reporting.report import build_report
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,
     ConfigMeta,

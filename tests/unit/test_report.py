@@ -7,13 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from nl2sql_assets.evaluation.judging.scorers.base import Score
-from nl2sql_assets.evaluation.reporting.report import (
-    EvalReport,
-    Rate,
-    build_report,
-    load_report,
-    to_markdown,
-)
+from nl2sql_assets.evaluation.judging.stats import Rate
+from nl2sql_assets.evaluation.reporting.board import EvalReport, load_report
+from nl2sql_assets.evaluation.reporting.report import build_report, to_markdown
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,
     ConfigMeta,

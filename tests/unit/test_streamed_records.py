@@ -8,13 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nl2sql_assets.evaluation.reporting.report import EvalReport, build_report, load_report, save_report
-from nl2sql_assets.evaluation.reporting.streamed import (
-    RecordStream,
-    records_path_for,
-    report_from_records,
-    save_summary,
-)
+from nl2sql_assets.evaluation.reporting.board import EvalReport, load_report, save_report, save_summary
+from nl2sql_assets.evaluation.reporting.report import build_report, report_from_records
+from nl2sql_assets.evaluation.reporting.streamed import RecordStream, records_path_for
 from nl2sql_assets.evaluation.running.results import CaseRecord, ConfigMeta, record_key
 from tests.unit.test_report import meta, rec, table_of_six
 

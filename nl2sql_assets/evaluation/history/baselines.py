@@ -21,8 +21,8 @@ from nl2sql_assets.evaluation.history.records import (
     series_key,
 )
 from nl2sql_assets.evaluation.history.warehouse import Warehouse
+from nl2sql_assets.evaluation.reporting.board import EvalReport, load_report
 from nl2sql_assets.evaluation.reporting.gate import Baseline, GateResult, compare
-from nl2sql_assets.evaluation.reporting.report import EvalReport, load_report
 
 
 class BaselineError(UserError):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from nl2sql_assets.evaluation.reporting.report import EvalReport, build_report
+from nl2sql_assets.evaluation.reporting.board import EvalReport
+from nl2sql_assets.evaluation.reporting.report import build_report
 from nl2sql_assets.evaluation.running.modes import MODES
 from nl2sql_assets.evaluation.running.results import CaseRecord, ConfigMeta, RunMeta, RunStamp
 from nl2sql_assets.llm.calls import combine_sources

@@ -22,12 +22,8 @@ from nl2sql_assets.evaluation.history.records import (
     write_record,
 )
 from nl2sql_assets.evaluation.judging.stats import Rate, percent, rate_cell
-from nl2sql_assets.evaluation.reporting.report import (
-    EvalReport,
-    atomic_write_text,
-    load_report,
-    md_escape,
-)
+from nl2sql_assets.evaluation.reporting.board import EvalReport, atomic_write_text, load_report
+from nl2sql_assets.evaluation.reporting.report import md_escape
 from nl2sql_assets.evaluation.running.modes import get_mode
 
 START = "<!-- results:start -->"

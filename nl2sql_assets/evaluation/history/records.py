@@ -21,7 +21,7 @@ from nl2sql_assets.config import StrictModel
 from nl2sql_assets.errors import UserError, validation_summary
 from nl2sql_assets.evaluation.judging.scorers import LEGACY_SUMMARY_KEYS, pop_legacy_summaries
 from nl2sql_assets.evaluation.judging.stats import Rate
-from nl2sql_assets.evaluation.reporting.report import (
+from nl2sql_assets.evaluation.reporting.board import (
     Answerability,
     Board,
     Determinism,

@@ -4,21 +4,18 @@ what each scorer contributes), their statistics, the regression gate's compariso
 baseline, and the threshold gates."""
 
 from nl2sql_assets.evaluation.judging.stats import Rate, percent, rate_cell
+from nl2sql_assets.evaluation.reporting.board import Board, EvalReport, load_report, save_report
 from nl2sql_assets.evaluation.reporting.coverage import Coverage, DomainRates
 from nl2sql_assets.evaluation.reporting.gate import Baseline, ConfigComparison, GateResult, compare
 from nl2sql_assets.evaluation.reporting.headline import Measure, headline, headline_metrics, headline_rows
 from nl2sql_assets.evaluation.reporting.report import (
-    Board,
-    EvalReport,
     build_board,
     build_report,
-    case_key,
     comparison_markdown,
-    load_report,
     md_escape,
-    save_report,
     to_markdown,
 )
+from nl2sql_assets.evaluation.reporting.tally import case_key
 from nl2sql_assets.evaluation.reporting.thresholds import (
     THRESHOLDS,
     Threshold,

@@ -14,7 +14,8 @@ from pydantic import Field
 
 from nl2sql_assets.config import GateSettings, StrictModel
 from nl2sql_assets.evaluation.judging import stats
-from nl2sql_assets.evaluation.reporting.report import Board, EvalReport, case_key
+from nl2sql_assets.evaluation.reporting.board import Board, EvalReport
+from nl2sql_assets.evaluation.reporting.tally import case_key
 from nl2sql_assets.evaluation.running.modes import Measure, get_mode
 from nl2sql_assets.evaluation.running.results import CaseRecord
 

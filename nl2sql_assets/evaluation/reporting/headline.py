@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nl2sql_assets.evaluation.judging.stats import Rate, percent, rate_cell
-from nl2sql_assets.evaluation.reporting.report import Board
+from nl2sql_assets.evaluation.reporting.board import Board
 from nl2sql_assets.evaluation.running.modes import get_mode
 
 

@@ -5,9 +5,9 @@ points at them: a 10,000-case run writes its records as it goes, never one huge 
 moment it is counted; ``finish`` writes the records file in the run's order (the lines as they
 were streamed), atomically, and drops the partial file. A run that dies leaves the partial file
 with every record finished so far. The report's boards are then built in one pass over the
-records file (``report_from_records``), so the run need not hold its records.
+records file (``report.report_from_records``), so the run need not hold its records.
 
-``save_summary`` writes the report without its boards' ``results`` and with ``records_file``
+``board.save_summary`` writes the report without its boards' ``results`` and with ``records_file``
 naming that file (beside the report); ``load_report`` reads the records back into the boards,
 so the gate, thresholds and ``eval publish`` read a summary like a full report (and a full
 report, older ones included, as before).
@@ -15,17 +15,15 @@ report, older ones included, as before).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from nl2sql_assets.atomic import atomic_write_chunks
 from nl2sql_assets.redact import redact
 
 if TYPE_CHECKING:
-    from nl2sql_assets.evaluation.reporting.report import EvalReport
-    from nl2sql_assets.evaluation.running.results import CaseRecord, RecordKey, RunMeta
+    from nl2sql_assets.evaluation.running.results import CaseRecord, RecordKey
 
 RECORDS_SUFFIX = ".records.jsonl"
 
@@ -121,43 +119,3 @@ def read_records(path: Path) -> Iterator[CaseRecord]:
                 yield CaseRecord.model_validate_json(line)
             except ValueError as exc:
                 raise ValueError(f"{path}, line {n}: not a case record: {exc}") from None
-
-
-def report_from_records(path: Path, meta: RunMeta, scorer_classes: Mapping[str, type] | None = None) -> EvalReport:
-    """The report of a run whose records were streamed to ``path``: its boards built in one pass
-    over the file, holding no record (the boards' ``results`` stay empty)."""
-    from nl2sql_assets.evaluation.reporting.report import build_report
-
-    return build_report(read_records(path), meta, scorer_classes, keep_records=False)
-
-
-def summary_of(report: EvalReport, records_file: str) -> EvalReport:
-    """The report without its case records, pointing at ``records_file`` (relative to it)."""
-    boards = {name: board.model_copy(update={"results": []}) for name, board in report.configs.items()}
-    return report.model_copy(update={"configs": boards, "records_file": records_file})
-
-
-def save_summary(report: EvalReport, path: str | Path, records: Path) -> Path:
-    """Write the summary report at ``path``; ``records`` lies beside it."""
-    from nl2sql_assets.evaluation.reporting.report import save_report
-
-    path = Path(path)
-    rel = os.path.relpath(records, path.parent)
-    return save_report(summary_of(report, rel), path)
-
-
-def with_records(report: EvalReport, report_path: Path) -> EvalReport:
-    """A summary report with its boards' records read back from its records file."""
-    assert report.records_file is not None
-    path = report_path.parent / report.records_file
-    grouped: dict[str, list[Any]] = {name: [] for name in report.configs}
-    try:
-        for rec in read_records(path):
-            grouped.setdefault(rec.config, []).append(rec)
-    except OSError as exc:
-        raise ValueError(f"{report_path}: cannot read its case records {path}: {exc}") from exc
-    unknown = [c for c in grouped if c not in report.configs]
-    if unknown:
-        raise ValueError(f"{path}: records of config(s) {unknown} that the report {report_path} has no board for")
-    boards = {name: board.model_copy(update={"results": grouped[name]}) for name, board in report.configs.items()}
-    return report.model_copy(update={"configs": boards, "records_file": None})

@@ -15,25 +15,36 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nl2sql_assets.engine.result import QUESTION_NOT_ANSWERABLE
 from nl2sql_assets.evaluation.judging import stats
 from nl2sql_assets.evaluation.judging.scorers import Scored
 from nl2sql_assets.evaluation.judging.scorers import execution_lenient_status as execution_lenient
 from nl2sql_assets.evaluation.judging.stats import Rate
+from nl2sql_assets.evaluation.reporting.board import (
+    SUMMARY_COLUMNS,
+    Accuracy,
+    Answerability,
+    Averages,
+    Board,
+    Cost,
+    CuratedHits,
+    Determinism,
+    Latency,
+    NodeLatency,
+    PassK,
+    Retries,
+    ScorerTally,
+    Summary,
+)
+from nl2sql_assets.evaluation.reporting.coverage import Coverage, DomainRates
+from nl2sql_assets.evaluation.reporting.uplift import CandidateUplift
 from nl2sql_assets.evaluation.running.modes import get_mode
 from nl2sql_assets.evaluation.running.results import CaseRecord, ConfigMeta, RunMeta
 from nl2sql_assets.evaluation.running.scorers import scorer_class
 from nl2sql_assets.llm.calls import TokenSource, Usage, combine_sources
 
-if TYPE_CHECKING:
-    from nl2sql_assets.evaluation.reporting.report import Board
-
-VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "skip")
-#: The columns of a board's per-role summary: the verdicts, and the case runs an environment error
-#: ended (an outage, quota, auth: no verdict on the model, left out of accuracy), in their own.
-SUMMARY_COLUMNS: tuple[str, ...] = ("pass", "fail", "error", "env_error", "skip")
 Verdictor = Callable[[CaseRecord], str | None]
 
 
@@ -327,18 +338,6 @@ class BoardTally:
 
     def board(self, results: list[CaseRecord] | None = None) -> Board:
         """The board of every record added (``results``: the records to keep on it, if any)."""
-        from nl2sql_assets.evaluation.reporting.coverage import Coverage, DomainRates
-        from nl2sql_assets.evaluation.reporting.report import (
-            Accuracy,
-            Answerability,
-            Board,
-            CuratedHits,
-            PassK,
-            Retries,
-            ScorerTally,
-            Summary,
-        )
-        from nl2sql_assets.evaluation.reporting.uplift import CandidateUplift
 
         meta = self.meta
         spending = self.spending
@@ -435,7 +434,6 @@ class BoardTally:
         )
 
     def _latency(self) -> Any:
-        from nl2sql_assets.evaluation.reporting.report import Latency, NodeLatency
 
         if not self.queries:
             return Latency()
@@ -452,7 +450,6 @@ class BoardTally:
 
     def _averages(self) -> Any:
         """Spec 003's averages over the question runs (None where there were none)."""
-        from nl2sql_assets.evaluation.reporting.report import Averages
 
         if not self.queries:
             return None
@@ -469,7 +466,6 @@ class BoardTally:
             oracle_timed_runs=len(self.query_oracle_s))
 
     def _determinism(self) -> Any:
-        from nl2sql_assets.evaluation.reporting.report import Determinism
 
         if self.meta.passes < 2:
             return None
@@ -486,7 +482,6 @@ def _rates(counts: Mapping[str, RateCount]) -> dict[str, Rate]:
 
 
 def _cost(spending: Spending, queries: int, config_meta: ConfigMeta) -> Any:
-    from nl2sql_assets.evaluation.reporting.report import Cost
 
     total = spending.total_usd
     return Cost(total_usd=total, per_case_usd=total / queries if queries else 0.0,

@@ -15,8 +15,8 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from nl2sql_assets.config import StrictModel, ThresholdSettings
+from nl2sql_assets.evaluation.reporting.board import Board, EvalReport
 from nl2sql_assets.evaluation.reporting.coverage import is_query
-from nl2sql_assets.evaluation.reporting.report import Board, EvalReport
 from nl2sql_assets.evaluation.running.modes import get_mode
 
 

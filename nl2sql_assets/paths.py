@@ -17,6 +17,11 @@ def warehouse_dir(project_root: str | Path) -> Path:
     return Path(project_root) / "warehouse"
 
 
+def schema_index_in(warehouse: str | Path) -> Path:
+    """Where each datasource's schema index is kept inside a warehouse (the engine's retriever reads them)."""
+    return Path(warehouse) / "schema_index"
+
+
 def suite_cache_in(warehouse: str | Path) -> Path:
     """Parsed suites by file digest (``suites.cache``), inside a warehouse: a big suite is
     YAML-parsed once."""

@@ -89,14 +89,9 @@ class Project:
         index_folder = self.warehouse.schema_index_dir
         with self._lock:
             if self._engine is None:
-                from nl2sql_assets.engine.pipeline import Engine
-                from nl2sql_assets.retrieval.routing import default_hooks
+                from nl2sql_assets.engine.assembly import build_engine
 
-                # The schema retriever and the router embed lazily: nothing loads until a
-                # datasource above settings.retrieval.full_snapshot_max_tables is asked.
-                retriever, router = default_hooks(self.config, registry, folder=index_folder)
-                self._engine = Engine(self.config, registry=registry, bus=self.bus, retriever=retriever,
-                                      router=router)
+                self._engine = build_engine(self.config, registry, self.bus, index_folder)
             return self._engine
 
     def close(self) -> None:

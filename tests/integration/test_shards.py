@@ -13,6 +13,7 @@ from nl2sql_assets.config import load_config
 from nl2sql_assets.evaluation.running import shards
 from nl2sql_assets.evaluation.running.modes import get_mode
 from nl2sql_assets.evaluation.running.request import RunRequest
+from nl2sql_assets.evaluation.running.runner import run_shard_worker
 from nl2sql_assets.project import Project
 
 CASES = ["chinook_001", "chinook_002", "chinook_010", "chinook_037", "chinook_probe_01", "chinook_probe_02"]
@@ -43,8 +44,8 @@ def test_records_sharded_over_two_processes_are_those_of_one(demo_project: Path,
     started: list[int] = []
     real_init = shards.Workers.__init__
 
-    def counting_init(self: shards.Workers, config: Any, request: Any, count: int) -> None:
-        real_init(self, config, request, count)
+    def counting_init(self: shards.Workers, config: Any, request: Any, count: int, target: Any) -> None:
+        real_init(self, config, request, count, target)
         started.extend(p.pid for p in self.procs)
 
     monkeypatch.setattr(shards.Workers, "__init__", counting_init)
@@ -82,7 +83,7 @@ def test_what_shards_and_what_does_not() -> None:
 def test_a_failing_worker_is_an_error_that_says_why(demo_project: Path) -> None:
     config = load_config(demo_project / "nl2sql.yaml")
     request = RunRequest(mode="plans", suites=[demo_project / "suites" / "missing.yaml"])
-    with shards.started(config, request, 2) as workers, pytest.raises(shards.ShardError, match=r"missing\.yaml"):
+    with shards.started(config, request, 2, run_shard_worker) as workers, pytest.raises(shards.ShardError, match=r"missing\.yaml"):
         assert workers is not None
         asyncio.run(workers.collect(lambda *args: None, []))
 

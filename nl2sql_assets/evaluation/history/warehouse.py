@@ -31,7 +31,7 @@ from nl2sql_assets.atomic import atomic_write, atomic_write_chunks
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.evaluation.running.results import CaseRecord, RunMeta
 from nl2sql_assets.evaluation.running.spend import LedgerState, call_entry
-from nl2sql_assets.paths import suite_cache_in, warehouse_dir
+from nl2sql_assets.paths import schema_index_in, suite_cache_in, warehouse_dir
 from nl2sql_assets.redact import redact
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class Warehouse:
     @property
     def schema_index_dir(self) -> Path:
         """Where each datasource's schema index is kept (the engine's retriever reads them)."""
-        return self.root / "schema_index"
+        return schema_index_in(self.root)
 
     @property
     def eval_index_dir(self) -> Path:

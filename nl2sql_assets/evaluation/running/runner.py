@@ -645,7 +645,7 @@ async def _execute(request: RunRequest, mode: Mode, config: ProjectConfig, cases
     plan = shards.deal(case_ids, count)  # the worker processes plan the same shards from the same jobs
     if request.shard is not None:  # a worker: its own shard only
         return await mode.execute(cases, shards.jobs_of(plan[request.shard[0]], jobs))
-    with shards.started(config, request, count) as workers:
+    with shards.started(config, request, count, run_shard_worker) as workers:
         assert workers is not None
         collector = asyncio.create_task(workers.collect(cases.count, jobs))
         try:
@@ -817,3 +817,35 @@ def run_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegistry | 
             return run_on_new_loop(coro)
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             return pool.submit(run_on_new_loop, coro).result()
+
+
+def run_shard_worker(config: ProjectConfig, request: RunRequest, out: Any) -> None:
+    """A worker process of a sharded run: the engine rebuilt from the plain config (as the facade
+    builds it), the request (narrowed to its shard) run, each record sent back as it finishes."""
+    import os
+    import traceback
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        from nl2sql_assets.datasources.registry import DatasourceRegistry
+        from nl2sql_assets.engine.assembly import build_engine
+        from nl2sql_assets.paths import schema_index_in, warehouse_dir
+
+        last = 0.0
+
+        def on_case(config_name: str, record: Any, spent: float) -> None:
+            nonlocal last
+            out.put(("record", record.model_dump_json(), spent - last))
+            last = spent
+
+        registry = DatasourceRegistry(config)
+        try:  # its own engine, connections and (temporary) index copies
+            engine = build_engine(config, registry, EventBus(), schema_index_in(warehouse_dir(config.root)))
+            # every record goes back as it finishes: the worker keeps none (its memory stays flat)
+            runs = run_cases(request, engine, scorers=ScorerRegistry.default(), on_case=on_case, keep_records=False)
+        finally:
+            registry.close()
+        unknown = {name: c.unknown_cost_calls for name, c in runs.meta.configs.items()}
+        out.put(("done", unknown, None))
+    except BaseException as exc:  # everything goes back to the running process
+        out.put(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", None))

@@ -28,8 +28,7 @@ import contextlib
 import multiprocessing
 import os
 import queue as queue_mod
-import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nl2sql_assets.config import StrictModel
@@ -41,6 +40,10 @@ if TYPE_CHECKING:
     from nl2sql_assets.evaluation.running.request import RunRequest
     from nl2sql_assets.evaluation.running.results import CaseRuns, RunMeta
     from nl2sql_assets.evaluation.running.selection import RoleRun
+
+#: What a worker process runs: ``(config, shard_request, queue)``, sending each record back on
+#: the queue (``runner.run_shard_worker``); a top-level function, so a spawned process finds it.
+ShardWorker = Callable[["ProjectConfig", "RunRequest", Any], None]
 
 log = get_logger(__name__)
 
@@ -229,46 +232,19 @@ def portable(scorers: dict[str, Any]) -> bool:
                for name, s in scorers.items())
 
 
-# ---------------------------------------------------------------- the worker side
-
-
-def _worker(config: ProjectConfig, request: RunRequest, out: Any) -> None:
-    """A worker process: run the request (narrowed to its shard) and send each record back."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    try:
-        from nl2sql_assets.project import Project
-
-        last = 0.0
-
-        def on_case(config_name: str, record: Any, spent: float) -> None:
-            nonlocal last
-            out.put(("record", record.model_dump_json(), spent - last))
-            last = spent
-
-        from nl2sql_assets.evaluation.running.runner import run_cases
-
-        with Project(config) as project:  # its own engine, connections and (temporary) index copies
-            # every record goes back as it finishes: the worker keeps none (its memory stays flat)
-            runs = run_cases(request, project.engine, scorers=project.scorers, on_case=on_case, keep_records=False)
-        unknown = {name: c.unknown_cost_calls for name, c in runs.meta.configs.items()}
-        out.put(("done", unknown, None))
-    except BaseException as exc:  # everything goes back to the running process
-        out.put(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", None))
-
-
 # ---------------------------------------------------------------- the running side
 
 
 class Workers:
     """The worker processes of one run, and the records they send."""
 
-    def __init__(self, config: ProjectConfig, request: RunRequest, count: int) -> None:
+    def __init__(self, config: ProjectConfig, request: RunRequest, count: int, target: ShardWorker) -> None:
         ctx = multiprocessing.get_context("spawn")  # never fork a process with threads and a loop
         self.queue = ctx.Queue()
         self.procs = []
         for index in range(1, count):
             shard_request = request.model_copy(update={"shard": (index, count)})
-            proc = ctx.Process(target=_worker, args=(config, shard_request, self.queue), daemon=True,
+            proc = ctx.Process(target=target, args=(config, shard_request, self.queue), daemon=True,
                                name=f"nl2sql-shard-{index}-of-{count}")
             proc.start()
             self.procs.append(proc)
@@ -318,12 +294,14 @@ class Workers:
 
 
 @contextlib.contextmanager
-def started(config: ProjectConfig, request: RunRequest, count: int) -> Iterator[Workers | None]:
-    """Workers for shards 1..count-1 (None when the run takes one shard); stopped on exit."""
+def started(config: ProjectConfig, request: RunRequest, count: int,
+            target: ShardWorker) -> Iterator[Workers | None]:
+    """Workers for shards 1..count-1 (None when the run takes one shard), each a process running
+    ``target(config, shard_request, queue)``; stopped on exit."""
     if count <= 1:
         yield None
         return
-    workers = Workers(config, request, count)
+    workers = Workers(config, request, count, target)
     try:
         yield workers
     finally:

@@ -24,6 +24,7 @@ from nl2sql_assets.defs.keys import (
 from nl2sql_assets.defs.partitions import CONFIG_X_PASS, CONFIGS
 from nl2sql_assets.defs.redaction import redact, safe_metadata
 from nl2sql_assets.defs.resources import ProjectResource
+from nl2sql_assets.defs.shared_boards import pull_scoreboards, share_scoreboard, shared_records
 from nl2sql_assets.defs.thresholds import board_metadata
 
 LLM_TAG = "nl2sql/llm"  # the run-queue tag of LLM-heavy jobs (dagster.yaml limits it)
@@ -89,7 +90,6 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                     f"{history_key.to_user_string()} plots each config over time.",
     )
     def scoreboard(context: dg.AssetExecutionContext, project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.defs.cluster import share_scoreboard, shared_records
         from nl2sql_assets.evaluation.history import scoreboard_report
         from nl2sql_assets.evaluation.reporting import (
             headline_metrics,
@@ -127,8 +127,6 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
                     "that passed there and fails now blocks benchmark_records.",
     )
     def regression_gate(context: dg.AssetCheckExecutionContext, project: ProjectResource) -> dg.AssetCheckResult:
-        from nl2sql_assets.defs.cluster import pull_scoreboards
-
         pull_scoreboards(project, suite_name)  # the boards built on other machines, under a shared profile
         return gate_check_result(project, suite_name, [context.partition_key])
 
@@ -149,7 +147,6 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         description=f"Every config's board of {suite_name} side by side, with the cases on which they differ.",
     )
     def eval_report(project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.defs.cluster import shared_records
         from nl2sql_assets.evaluation.history import suite_report
         from nl2sql_assets.evaluation.reporting import comparison_markdown, save_report
 
@@ -176,7 +173,6 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
     )
     def benchmark_records(context: dg.AssetExecutionContext, config: RecordConfig,
                           project: ProjectResource) -> dg.MaterializeResult:
-        from nl2sql_assets.defs.cluster import pull_scoreboards
         from nl2sql_assets.evaluation.history.publish import PublishError, publish
         from nl2sql_assets.evaluation.reporting.board import load_report
 
@@ -287,7 +283,6 @@ def history_point(project: ProjectResource, suite_name: str, key: dg.AssetKey) -
     """Every stored scoreboard's headline under ``<config>/<measure>``, as one materialisation of
     the history asset: one point in time, so each config's plots show its board over time. A
     measure that does not apply to a config's mode is absent from it, never 0."""
-    from nl2sql_assets.defs.cluster import pull_scoreboards
     from nl2sql_assets.evaluation.reporting import headline, load_report
 
     pull_scoreboards(project, suite_name)  # every machine's boards, under a shared profile
@@ -348,8 +343,6 @@ def build_gate_all_check(suite_name: str) -> dg.AssetChecksDefinition:
                     description=f"The regression gate of {suite_name} for every config with a stored "
                                 "scoreboard (run by the new-baseline sensor).")
     def regression_gate_all_configs(project: ProjectResource) -> dg.AssetCheckResult:
-        from nl2sql_assets.defs.cluster import pull_scoreboards
-
         pull_scoreboards(project, suite_name)  # every machine's boards, under a shared profile
         return gate_check_result(project, suite_name, project.warehouse.scoreboards(suite_name))
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nl2sql_assets.config import LLMConfig
 from nl2sql_assets.engines.kinds import kind_of, parse_engine_config
-from nl2sql_assets.engines.runtime import ENGINE_NODE, EngineRuntime
+from nl2sql_assets.engines.runtime import EngineRuntime
 from nl2sql_assets.errors import CapRefused, RunRefused
 
 
@@ -26,20 +25,17 @@ def refuse_uncosted(engines: Mapping[str, Mapping[str, Any]], cap: float | None)
             "without a cap")
 
 
-def engine_configs(engines: Mapping[str, Mapping[str, Any]], checker: Any, runs: Any) -> dict[str, Any]:
-    """Config name -> ConfigRun for each engine, built by its kind (a class that does not fit
-    the interface is refused here, before any case runs)."""
-    from nl2sql_assets.evaluation.running.modes.base import ConfigRun
-
+def engine_runtimes(engines: Mapping[str, Mapping[str, Any]], checker: Any,
+                    runs: Any) -> dict[str, tuple[EngineRuntime, str]]:
+    """Config name -> (the engine's runtime, how records name it), each built by its kind (a
+    class that does not fit the interface is refused here, before any case runs)."""
     datasources = {(rr.suite, rr.case.id): tuple(rr.case.datasources) for rr in runs}
-    out: dict[str, Any] = {}
+    out: dict[str, tuple[EngineRuntime, str]] = {}
     for name, entry in engines.items():
         config = parse_engine_config(name, entry)
         kind = kind_of(config)
         described = kind.describe(config)
-        runtime = EngineRuntime(name, kind.build(config), described, checker, datasources)
-        # no llm section of ours: the engine's calls are priced by what it reports
-        out[name] = ConfigRun(name, LLMConfig(), runtime, {ENGINE_NODE: described})
+        out[name] = (EngineRuntime(name, kind.build(config), described, checker, datasources), described)
     return out
 
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
-from nl2sql_assets.config import NODE_NAMES, GateSettings
+from nl2sql_assets.config import NODE_NAMES, GateSettings, LLMConfig
 from nl2sql_assets.errors import RunRefused
 from nl2sql_assets.evaluation.running.modes import loops
 from nl2sql_assets.evaluation.running.modes.base import (
@@ -80,12 +80,16 @@ class FullMode(Mode):
             )
             configs[name] = ConfigRun(name, section, runtime, models_of(section, nodes), generated)
         if engines:
-            from nl2sql_assets.engines.lineup import engine_configs
+            from nl2sql_assets.engines.lineup import engine_runtimes
+            from nl2sql_assets.engines.runtime import ENGINE_NODE
 
             for name in engines:
                 if name in configs:
                     raise RunRefused(f"config {name!r} is both an llm section and an engine: name them apart")
-            configs.update(engine_configs(engines, engine.derive(plan_cache=False), setup.runs))
+            built = engine_runtimes(engines, engine.derive(plan_cache=False), setup.runs)
+            for name, (runtime, described) in built.items():
+                # no llm section of ours: the engine's calls are priced by what it reports
+                configs[name] = ConfigRun(name, LLMConfig(), runtime, {ENGINE_NODE: described})
         settings = {"plan_cache": False, "max_concurrency": config.settings.max_concurrency,
                     "retry_budget": config.settings.retry_budget}
         yield Lineup(configs, settings, curated=curated, max_cost_usd=cap)

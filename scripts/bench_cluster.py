@@ -106,7 +106,7 @@ def start_workers(env: dict[str, str], n: int, logs: Path) -> list[subprocess.Po
         name = f"w{i + 1}"
         log = (logs / f"{name}.log").open("w")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "nl2sql_assets.cluster.worker", "worker", "-Q",
+            [sys.executable, "-m", "celery", "-A", "nl2sql_assets.defs.celery_worker", "worker", "-Q",
              env["NL2SQL_CELERY_QUEUE"], "-P", "solo", "-c", "1", "-n", f"{name}@%h", "--without-gossip",
              "--without-mingle", "--without-heartbeat", "-l", "INFO"],
             env={**env, "NL2SQL_WORKER": name}, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,

@@ -50,10 +50,10 @@ def worker_name() -> str:
 
 def celery_executor(settings: ClusterSettings) -> dg.ExecutorDefinition:
     """dagster-celery's executor on the profile's broker and backend, with the workers' settings
-    (``cluster.celery_steps``: a step whose Celery task raised fails, rather than hanging the run)."""
-    from nl2sql_assets.cluster.celery_steps import celery_executor as executor
+    (``defs.celery_steps``: a step whose Celery task raised fails, rather than hanging the run)."""
+    from nl2sql_assets.defs.celery_steps import celery_executor as executor
 
-    return executor.configured({"broker": settings.broker, "backend": settings.backend,
+    return executor().configured({"broker": settings.broker, "backend": settings.backend,
                                 "config_source": settings.celery_config()}, name="celery_executor")
 
 

@@ -155,7 +155,7 @@ class Cluster:
     def start_worker(self, name: str) -> subprocess.Popen:
         log = (self.logs / f"{name}.log").open("a")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "nl2sql_assets.cluster.worker", "worker",
+            [sys.executable, "-m", "celery", "-A", "nl2sql_assets.defs.celery_worker", "worker",
              "-Q", self.env["NL2SQL_CELERY_QUEUE"], "-P", "solo", "-c", "1", "-n", f"{name}@%h",
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
             env={**self.env, "NL2SQL_WORKER": name}, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,

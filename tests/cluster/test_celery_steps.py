@@ -1,4 +1,4 @@
-"""The cluster profile's Celery executor (``cluster.celery_steps``): a step whose Celery task raised
+"""The cluster profile's Celery executor (``defs.celery_steps``): a step whose Celery task raised
 (its worker could not reach Dagster's storage) fails that step, and the run ends failed with the
 worker's error. dagster-celery's own loop, given the same tasks, never submits the remaining steps
 and never ends (see the module). No broker or worker here: the tasks are stand-ins that raise."""
@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 from dagster._core.execution.retries import RetryMode
 
-from nl2sql_assets.cluster.celery_steps import _Executor, _TaskOutcome
+from nl2sql_assets.defs.celery_steps import _Executor, _TaskOutcome
 
 pytestmark = pytest.mark.timeout(120)  # were the run to hang, fail instead of waiting forever
 

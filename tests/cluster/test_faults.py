@@ -209,7 +209,7 @@ def test_a_run_that_failed_before_launching_its_shards_finishes_on_re_execution_
     merges, and each merge runs its suite's planned shards itself. Before that, a suite file
     edited since the split is refused by name, storing nothing; restored, the next re-execution
     from failure finishes with the undisturbed run's records."""
-    import nl2sql_assets.cluster.celery_steps as celery_steps
+    import nl2sql_assets.defs.celery_steps as celery_steps
     from nl2sql_assets.evaluation.history.pg_shard_plans import PgShardPlans
 
     config, p, backfill = "retrieval", 3, "unlaunched-shards"

@@ -16,6 +16,7 @@ dagster-celery's own executor (same config schema, same task, same loop).
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -26,7 +27,9 @@ from dagster._core.execution.plan.objects import ErrorSource, StepFailureData
 from dagster._core.execution.retries import RetryMode
 from dagster._serdes import serialize_value
 from dagster._utils.error import SerializableErrorInfo, serializable_error_info_from_exc_info
-from dagster_celery.executor import CELERY_CONFIG, CeleryExecutor, _submit_task
+
+# dagster-celery (and Celery) are imported on first use: Dagster imports every module under
+# defs/, and the embedded profile must not pay for the cluster's libraries.
 
 
 class _TaskOutcome:
@@ -73,26 +76,47 @@ class _TaskOutcome:
 def _submit(
     app: Any, job_context: Any, step: Any, queue: str, priority: int, known_state: Any
 ) -> _TaskOutcome:
+    from dagster_celery.executor import _submit_task
+
     return _TaskOutcome(_submit_task(app, job_context, step, queue, priority, known_state), job_context, step)
 
 
-class _Executor(CeleryExecutor):
-    def execute(self, plan_context: Any, execution_plan: Any) -> Any:
-        from dagster_celery.core_execution_loop import core_celery_execution_loop
+@functools.cache
+def _executor_class() -> type:
+    """dagster-celery's executor with ``_submit`` as its step submission (built on first use)."""
+    from dagster_celery.core_execution_loop import core_celery_execution_loop
+    from dagster_celery.executor import CeleryExecutor
 
-        return core_celery_execution_loop(plan_context, execution_plan, step_execution_fn=_submit)
+    class _Executor(CeleryExecutor):
+        def execute(self, plan_context: Any, execution_plan: Any) -> Any:
+            # the module's _submit, looked up at each run (tests replace it)
+            return core_celery_execution_loop(plan_context, execution_plan,
+                                              step_execution_fn=lambda *a: _submit(*a))
+
+    return _Executor
 
 
-@dg.executor(
-    name="celery", config_schema=CELERY_CONFIG, requirements=multiple_process_executor_requirements()
-)
-def celery_executor(init_context: dg.InitExecutorContext) -> CeleryExecutor:
+@functools.cache
+def celery_executor() -> dg.ExecutorDefinition:
     """dagster-celery's ``celery_executor`` (same config), a failed step task failing its step."""
-    config = init_context.executor_config
-    return _Executor(
-        broker=config.get("broker"),
-        backend=config.get("backend"),
-        config_source=config.get("config_source"),
-        include=config.get("include"),
-        retries=RetryMode.from_config(config["retries"]),
-    )
+    from dagster_celery.executor import CELERY_CONFIG
+
+    @dg.executor(name="celery", config_schema=CELERY_CONFIG,
+                 requirements=multiple_process_executor_requirements())
+    def executor(init_context: dg.InitExecutorContext) -> Any:
+        config = init_context.executor_config
+        return _executor_class()(
+            broker=config.get("broker"),
+            backend=config.get("backend"),
+            config_source=config.get("config_source"),
+            include=config.get("include"),
+            retries=RetryMode.from_config(config["retries"]),
+        )
+
+    return executor
+
+
+def __getattr__(name: str) -> Any:
+    if name == "_Executor":  # the executor class, for tests that build one on a stand-in task
+        return _executor_class()
+    raise AttributeError(name)

@@ -27,14 +27,15 @@ FLOORS: dict[str, int] = {
     "evaluation": 7,  # the stages' package face: it imports none of them
     "evaluation.suites": 8,
     "evaluation.judging": 9,
-    "evaluation.grading": 10, "evaluation.running": 10,
-    "evaluation.reporting": 11,
-    "evaluation.history": 12,
-    "public_benchmarks": 13,
-    "project": 14,
-    "__init__": 15,  # the package's face hands out the facade
-    "defs": 16, "cli_bench": 16,
-    "cli": 17, "definitions": 17,
+    "evaluation.neighbours": 10,
+    "evaluation.grading": 11, "evaluation.running": 11,
+    "evaluation.reporting": 12,
+    "evaluation.history": 13,
+    "public_benchmarks": 14,
+    "project": 15,
+    "__init__": 16,  # the package's face hands out the facade
+    "defs": 17, "cli_bench": 17,
+    "cli": 18, "definitions": 18,
 }
 #: The only parts that may import Dagster (or a Dagster add-on).
 DAGSTER_GLUE = {"defs", "definitions", "cli"}

@@ -1,0 +1,146 @@
+"""Neighbour databases: the same schema and constraints as their source, small, deterministic,
+read-only; and the neighbours distillation keeps tell near-miss SQL apart from its gold where the
+original database cannot."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+
+from nl2sql_assets.evaluation.neighbours.distill import GoldQuery, distill
+from nl2sql_assets.evaluation.neighbours.generate import FLAVOURS, generate_neighbours
+
+SHOP = """
+CREATE TABLE region (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE customer (
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL, age INTEGER, region_id INTEGER NOT NULL REFERENCES region(id),
+  referred_by INTEGER REFERENCES customer(id));
+CREATE TABLE purchase (
+  customer_id INTEGER NOT NULL REFERENCES customer(id), item TEXT NOT NULL, amount REAL,
+  PRIMARY KEY (customer_id, item));
+"""
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    """A small database whose ages never sit on 30, the gold's boundary below."""
+    path = tmp_path / "shop.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(SHOP)
+    conn.executemany("INSERT INTO region VALUES (?, ?)", [(1, "north"), (2, "south")])
+    conn.executemany("INSERT INTO customer VALUES (?, ?, ?, ?, ?)",
+                     [(i, f"c{i}", 20 + 3 * i if i % 4 else None, 1 + i % 2, i - 1 if i > 1 else None)
+                      for i in range(1, 25)])
+    conn.executemany("INSERT INTO purchase VALUES (?, ?, ?)",
+                     [(1 + i % 24, f"item{i % 5}", 1.5 * i) for i in range(60)])
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _schema(path: Path) -> list[tuple[str, str]]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name").fetchall()
+    finally:
+        conn.close()
+
+
+def _counts(path: Path) -> dict[str, int]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        names = [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {n: conn.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names}
+    finally:
+        conn.close()
+
+
+def _digest(paths: list[Path]) -> list[str]:
+    return [hashlib.sha256(p.read_bytes()).hexdigest() for p in paths]
+
+
+@pytest.mark.parametrize("source", ["shop", "chinook"])
+def test_neighbours_keep_the_schema_and_every_constraint_and_stay_small(
+        source: str, shop: Path, chinook_path: Path, tmp_path: Path) -> None:
+    path = shop if source == "shop" else chinook_path
+    made = generate_neighbours(path, tmp_path / "neighbours", len(FLAVOURS), seed=3, max_rows=50)
+    assert [p.name for p in made] == [f"neighbour_{n:02d}.sqlite" for n in range(len(FLAVOURS))]
+    for neighbour in made:
+        assert _schema(neighbour) == _schema(path)  # the source's own CREATE statements
+        conn = sqlite3.connect(f"file:{neighbour}?mode=ro", uri=True)
+        try:
+            assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        finally:
+            conn.close()
+        # at most max_rows a table, plus the copies a duplicates neighbour adds
+        assert all(n <= 50 + 50 // 4 for n in _counts(neighbour).values())
+        assert not neighbour.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+    sizes = [sum(_counts(p).values()) for p in made]
+    assert min(sizes) <= len(_counts(path)) * 2  # a tiny one: a row or two a table, some empty
+    assert max(sizes) > 2 * min(sizes)
+
+
+def test_neighbours_are_the_same_for_the_same_seed_and_differ_for_another(shop: Path, tmp_path: Path) -> None:
+    one = generate_neighbours(shop, tmp_path / "a", 4, seed=11)
+    again = generate_neighbours(shop, tmp_path / "b", 4, seed=11)
+    other = generate_neighbours(shop, tmp_path / "c", 4, seed=12)
+    assert _digest(one) == _digest(again)
+    assert _digest(one) != _digest(other)
+    rewritten = generate_neighbours(shop, tmp_path / "a", 4, seed=11)  # over read-only files of its own
+    assert _digest(rewritten) == _digest(one)
+
+
+def test_the_gold_s_literals_and_their_neighbours_appear_in_some_neighbour(shop: Path, tmp_path: Path) -> None:
+    made = generate_neighbours(shop, tmp_path / "n", len(FLAVOURS), seed=5, literals={"age": [30]})
+    ages: set[int | None] = set()
+    for path in made:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        ages |= {a for (a,) in conn.execute("SELECT age FROM customer")}
+        conn.close()
+    assert {29, 30, 31} <= ages  # on the boundary and one either side, never in the source
+    assert None in ages
+
+
+def test_distillation_keeps_neighbours_that_tell_near_misses_apart(shop: Path, tmp_path: Path) -> None:
+    golds = [
+        GoldQuery("older", "SELECT name FROM customer WHERE age >= 30"),
+        GoldQuery("by_region", "SELECT r.name, COUNT(DISTINCT c.id) FROM region AS r JOIN customer AS c "
+                               "ON c.region_id = r.id GROUP BY r.name"),
+    ]
+    pool = generate_neighbours(shop, tmp_path / "n", 16, seed=2, literals={"age": [30]})
+    result = distill(golds, shop, pool, keep=4)
+    made = result.mutants
+    older = [m.sql for m in made["older"]]
+    boundary = older.index("SELECT name FROM customer WHERE age > 30")
+    # no age is 30 in the source: only a neighbour tells > from >=
+    assert ("older", boundary) not in result.on_original
+    assert any(("older", boundary) in s for s in result.by_neighbour.values())
+    # COUNT(c.id) for COUNT(DISTINCT c.id) over a key cannot differ anywhere: possibly equivalent, not a miss
+    plain = [m.sql for m in made["by_region"]].index(
+        "SELECT r.name, COUNT(c.id) FROM region AS r JOIN customer AS c ON c.region_id = r.id GROUP BY r.name")
+    assert ("by_region", plain) in result.possibly_equivalent
+    assert 1 <= len(result.kept) <= 4
+    assert result.separated == result.separable  # every mutant some candidate separates is separated by a kept one
+
+
+def test_a_unique_index_refuses_a_duplicated_row_instead_of_breaking_the_neighbour(tmp_path: Path) -> None:
+    path = tmp_path / "users.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT NOT NULL);"
+                       "CREATE UNIQUE INDEX users_email ON users (email);"
+                       "CREATE VIEW user_emails AS SELECT email FROM users;")
+    conn.executemany("INSERT INTO users VALUES (?, ?)", [(i, f"u{i}@x") for i in range(1, 40)])
+    conn.commit()
+    conn.close()
+    made = generate_neighbours(path, tmp_path / "n", len(FLAVOURS), seed=1)
+    for neighbour in made:
+        assert _schema(neighbour) == _schema(path)
+        check = sqlite3.connect(f"file:{neighbour}?mode=ro", uri=True)
+        emails = [e for (e,) in check.execute("SELECT email FROM user_emails")]
+        check.close()
+        assert len(emails) == len(set(emails))

@@ -144,3 +144,64 @@ def test_a_unique_index_refuses_a_duplicated_row_instead_of_breaking_the_neighbo
         emails = [e for (e,) in check.execute("SELECT email FROM user_emails")]
         check.close()
         assert len(emails) == len(set(emails))
+
+
+@pytest.mark.parametrize(("literal", "values", "expected"), [
+    ("2004-01-01", ["2003-05-01 00:00:00", "2002-08-14 00:00:00"], "2004-01-01 00:00:00"),  # completed
+    ("2004-01-01", ["2003-05-01", "2002-08-14"], "2004-01-01"),  # already the column's shape
+    ("Rock", ["Jazz", "Heavy Metal", "Blues"], "Rock"),  # free text: as it is
+    ("2004", ["2003-05-01", "2002-08-14"], "2004-05-01"),
+    ("abc", ["12-34", "56-78"], None),  # cannot be written in that column's format
+    ("x", [], "x"),
+])
+def test_a_string_literal_is_written_in_the_column_s_own_format(literal: str, values: list[str],
+                                                                  expected: str | None) -> None:
+    from nl2sql_assets.evaluation.neighbours.generate import _in_format
+
+    assert _in_format(literal, values) == expected
+
+
+def test_a_near_miss_that_passes_on_the_original_is_overturned_on_a_neighbour_with_evidence(
+        shop: Path, tmp_path: Path) -> None:
+    from nl2sql_assets.evaluation.neighbours import FAILS_ON_NEIGHBOUR, neighbour_verdict
+
+    gold = GoldQuery("older", "SELECT name FROM customer WHERE age >= 30")
+    pool = generate_neighbours(shop, tmp_path / "n", 16, seed=2, literals={"age": [30]})
+    kept = [pool[i] for i in distill([gold], shop, pool, keep=4).kept]
+    near_miss = neighbour_verdict(gold, "SELECT name FROM customer WHERE age > 30", shop, kept)
+    assert near_miss.passed_original and not near_miss.passed
+    assert near_miss.reason == FAILS_ON_NEIGHBOUR and near_miss.neighbour is not None
+    assert near_miss.gold_rows != near_miss.predicted_rows
+    same = neighbour_verdict(gold, "SELECT c.name AS name FROM customer AS c WHERE NOT c.age < 30", shop, kept)
+    assert same.passed and same.reason is None
+    wrong = neighbour_verdict(gold, "SELECT name FROM customer", shop, kept)
+    assert not wrong.passed_original and wrong.reason is None  # failing on the original is no overturn
+
+
+def test_on_chinook_the_kept_neighbours_separate_the_mutants_and_overturn_no_equivalent_rewrite(
+        chinook_path: Path, tmp_path: Path) -> None:
+    import sqlglot
+
+    from nl2sql_assets.evaluation.neighbours import gold_literals, neighbour_verdict
+    from nl2sql_assets.evaluation.suites import load_suite
+    from nl2sql_assets.paths import chinook_suite_path
+
+    cases = [c for c in load_suite(chinook_suite_path()).cases if c.sql]
+    golds = [GoldQuery(c.id, c.sql, c.order_matters, tuple(c.alt_sql)) for c in cases]
+    pool = generate_neighbours(chinook_path, tmp_path / "n", 24, seed=1,
+                               literals=gold_literals([g.sql for g in golds]))
+    result = distill(golds, chinook_path, pool, keep=10)
+    assert len(result.kept) <= 10
+    assert result.separated >= 0.99 * result.separable
+    assert result.separated > len(result.on_original)  # the neighbours add what the original misses
+    kept = [pool[i] for i in result.kept]
+    for gold in golds:
+        rewrites = [*gold.alternatives]
+        tree = sqlglot.parse_one(gold.sql, read="sqlite")
+        if isinstance(tree, sqlglot.exp.Select):  # every output column aliased: the same rows
+            tree.set("expressions", [e if isinstance(e, sqlglot.exp.Alias) else e.as_(f"c{n}")
+                                     for n, e in enumerate(tree.expressions)])
+            rewrites.append(tree.sql("sqlite"))
+        for sql in rewrites:
+            verdict = neighbour_verdict(gold, sql, chinook_path, kept)
+            assert verdict.passed, (gold.key, sql, verdict.neighbour)

@@ -1,9 +1,9 @@
 """Which neighbours to keep: the fewest that tell the most near-miss mutants apart from their gold.
 
 Each gold query's mutants (``mutants``) run on the original database and on every candidate
-neighbour. A mutant is *separated* where its rows differ from the gold's under the product's own
-strict comparator (order counting where the case says it does), or where it fails and the gold
-does not. The original separates some already; of the rest, the neighbours are chosen greedily,
+neighbour. A mutant is *separated* where its rows differ from the gold's and every reviewed
+alternative's under the product's own strict comparator (order counting where the case says it
+does), or where it fails and the gold does not. The original separates some already; of the rest, the neighbours are chosen greedily,
 each the one that separates the most not yet separated (set cover, as test-suite distillation
 does), up to K. A mutant that no candidate separates is *possibly equivalent*: reported, never
 counted as a miss.
@@ -27,11 +27,13 @@ TIMEOUT_S = 5.0
 
 @dataclass(frozen=True)
 class GoldQuery:
-    """One case's gold SQL, as distillation needs it."""
+    """One case's gold SQL and its reviewed alternatives (each an accepted answer), as
+    distillation and grading need them."""
 
     key: str
     sql: str
     order_matters: bool = False
+    alternatives: tuple[str, ...] = ()
 
 
 @dataclass
@@ -60,14 +62,15 @@ class Distillation:
         return self.total - len(self.possibly_equivalent)
 
 
-def _runner(path: Path) -> Any:
+def open_read_only(path: Path) -> Any:
+    """The product's own read-only SQLite access (row limit, a timeout that interrupts)."""
     from nl2sql_assets.datasources.sqlite import SqliteAdapter
 
     config = DatasourceConfig(id="neighbour", engine="sqlite", path=path, row_limit=ROW_LIMIT, timeout_s=TIMEOUT_S)
     return SqliteAdapter(config, keep_open=True)
 
 
-def _rows(adapter: Any, sql: str) -> list[list[Any]] | None:
+def rows_or_none(adapter: Any, sql: str) -> list[list[Any]] | None:
     """The rows of ``sql``, or None when the database refuses or fails it."""
     from nl2sql_assets.datasources.base import DatasourceError
 
@@ -77,25 +80,37 @@ def _rows(adapter: Any, sql: str) -> list[list[Any]] | None:
         return None
 
 
-def _separated(gold: GoldQuery, gold_rows: list[list[Any]] | None, mutant_rows: list[list[Any]] | None) -> bool:
+def accepted_rows(adapter: Any, gold: GoldQuery) -> list[list[list[Any]]] | None:
+    """The rows of each accepted answer on one database: the gold's first, then each alternative
+    that runs there; None when the gold itself fails (the database tells nothing of the case)."""
+    gold_rows = rows_or_none(adapter, gold.sql)
     if gold_rows is None:
-        return False  # the gold itself fails here: this database tells nothing about the case
-    if mutant_rows is None:
+        return None
+    others = (rows_or_none(adapter, sql) for sql in gold.alternatives)
+    return [gold_rows, *(rows for rows in others if rows is not None)]
+
+
+def tells_apart(gold: GoldQuery, accepted: list[list[list[Any]]] | None, other: list[list[Any]] | None) -> bool:
+    """Whether other SQL's rows (None: it failed) match none of the accepted answers' rows under
+    the strict comparator (a database where the gold fails tells nothing apart)."""
+    if accepted is None:
+        return False
+    if other is None:
         return True
-    return not compare_results(gold_rows, mutant_rows, gold.order_matters)
+    return not any(compare_results(rows, other, gold.order_matters) for rows in accepted)
 
 
 def separations(golds: Sequence[GoldQuery], made: dict[str, list[Mutant]], database: Path) -> set[tuple[str, int]]:
     """The (gold key, mutant index) pairs ``database`` separates."""
-    adapter = _runner(database)
+    adapter = open_read_only(database)
     try:
         out: set[tuple[str, int]] = set()
         for gold in golds:
-            gold_rows = _rows(adapter, gold.sql)
-            if gold_rows is None:
+            accepted = accepted_rows(adapter, gold)
+            if accepted is None:
                 continue
             for i, mutant in enumerate(made[gold.key]):
-                if _separated(gold, gold_rows, _rows(adapter, mutant.sql)):
+                if tells_apart(gold, accepted, rows_or_none(adapter, mutant.sql)):
                     out.add((gold.key, i))
         return out
     finally:

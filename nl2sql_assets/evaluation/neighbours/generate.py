@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -110,10 +111,29 @@ def _edges(values: Sequence[Any], column: Column, literals: Sequence[Any]) -> li
         if column.integer:
             out = [int(v) for v in out]
     else:
-        out += [v for v in literals if isinstance(v, str)]
+        texts = [v for v in present if isinstance(v, str)]
+        out += [f for f in (_in_format(v, texts) for v in literals if isinstance(v, str)) if f is not None]
         out += [""] if not column.not_null else []
         out += present[:1]
     return out
+
+
+def _shape(text: str) -> str:
+    """'2003-01-01 00:00:00' -> '9999-99-99 99:99:99': what a column's values look like."""
+    return re.sub(r"[A-Za-z]", "a", re.sub(r"\d", "9", text))
+
+
+def _in_format(literal: str, values: Sequence[str]) -> str | None:
+    """``literal`` as the column writes its values: as it is in a free-text column or where it has
+    their shape; completed from a value that starts with its shape (a date compared with a column
+    of datetimes becomes that datetime at midnight); None where it cannot be written that way."""
+    shapes = {_shape(v) for v in values}
+    if len(shapes) != 1 or _shape(literal) in shapes:
+        return literal
+    for value in values:
+        if _shape(value).startswith(_shape(literal)):
+            return literal + value[len(literal):]
+    return None
 
 
 def _neighbour_rows(tables: list[Table], flavour: str, rng: random.Random, max_rows: int,
@@ -238,3 +258,31 @@ def generate_neighbours(source: Path, folder: Path, count: int, seed: int, *, ma
             target.unlink()
         paths.append(write_neighbour(tables, others, rows, target))
     return paths
+
+
+def gold_literals(sqls: Sequence[str], dialect: str = "sqlite") -> dict[str, list[Any]]:
+    """Column name (lower case) -> the values gold SQL compares it with (``x > 30``, ``name = 'Rock'``,
+    ``x BETWEEN 1 AND 5``, ``x IN (...)``): the boundaries a neighbour should hold."""
+    import sqlglot
+    from sqlglot import exp
+
+    def value(node: exp.Expression) -> Any:
+        if not isinstance(node, exp.Literal):
+            return None
+        if node.is_string:
+            return node.this
+        number = float(node.this)
+        return int(number) if number.is_integer() else number
+
+    out: dict[str, list[Any]] = {}
+    for sql in sqls:
+        for node in sqlglot.parse_one(sql, read=dialect).find_all(exp.Predicate):
+            column = node.this if isinstance(node.this, exp.Column) else None
+            if column is None:
+                continue
+            found = [node.args.get(k) for k in ("expression", "low", "high")] + list(node.args.get("expressions") or [])
+            for literal in found:
+                v = value(literal) if literal is not None else None
+                if v is not None and v not in out.setdefault(column.name.lower(), []):
+                    out[column.name.lower()].append(v)
+    return out

@@ -1,0 +1,117 @@
+#!/usr/bin/env python
+"""Benchmark: neighbour databases on Chinook (NL2SQL_CHINOOK, or --chinook PATH).
+
+    python scripts/bench_neighbours.py                  # 24 candidates, keep 10, seed 1
+    python scripts/bench_neighbours.py --candidates 40 --keep 10
+
+Prints the time to generate the candidate neighbours and to distill them (the gold suite's
+mutants run on the original and every candidate), how many mutants the original alone separates,
+how many the kept neighbours add, what is left possibly equivalent (by rule), and the equivalence
+check: every reviewed alternative of a case, its gold rewritten by sqlglot's optimizer and its gold
+with its columns aliased, graded on the original and the kept neighbours, must pass (any failure
+is printed: it would be a false overturn).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _schema(path: Path) -> dict[str, dict[str, str]]:
+    """Table -> column -> type, for sqlglot's optimizer (it qualifies every column)."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: {r[1]: r[2] or "TEXT" for r in conn.execute(f'PRAGMA table_info("{t}")')} for t in tables}
+    finally:
+        conn.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--chinook", default=os.environ.get("NL2SQL_CHINOOK"))
+    parser.add_argument("--candidates", type=int, default=24)
+    parser.add_argument("--keep", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-rows", type=int, default=200)
+    args = parser.parse_args()
+    if not args.chinook:
+        print("error: give --chinook PATH or set NL2SQL_CHINOOK", file=sys.stderr)
+        return 2
+    import sqlglot
+    from sqlglot.optimizer import optimize
+
+    from nl2sql_assets.evaluation.neighbours import GoldQuery, distill, generate_neighbours, gold_literals
+    from nl2sql_assets.evaluation.neighbours.verdict import neighbour_verdict
+    from nl2sql_assets.evaluation.suites import load_suite
+    from nl2sql_assets.paths import chinook_suite_path
+
+    source = Path(args.chinook)
+    schema = _schema(source)
+    cases = [c for c in load_suite(chinook_suite_path()).cases if c.sql]
+    golds = [GoldQuery(c.id, c.sql, c.order_matters, tuple(c.alt_sql)) for c in cases]
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        pool = generate_neighbours(source, Path(tmp), args.candidates, args.seed, max_rows=args.max_rows,
+                                   literals=gold_literals([g.sql for g in golds]))
+        generated_s = time.perf_counter() - started
+        started = time.perf_counter()
+        result = distill(golds, source, pool, args.keep)
+        distilled_s = time.perf_counter() - started
+        kept = [pool[i] for i in result.kept]
+        print(f"Chinook, {len(golds)} gold queries, {args.candidates} candidates of at most {args.max_rows} rows a "
+              f"table (seed {args.seed}), keep {args.keep}")
+        print(f"  generation          {generated_s:6.2f} s")
+        print(f"  distillation        {distilled_s:6.2f} s")
+        print(f"  mutants             {result.total}")
+        print(f"  separated on the original alone      {len(result.on_original)}")
+        print(f"  separated by the {len(result.kept)} kept neighbours    "
+              f"{result.separated - len(result.on_original)}")
+        share = result.separated / result.separable if result.separable else float("nan")
+        print(f"  separated of those separable         {result.separated}/{result.separable} ({share:.1%})")
+        rules = collections.Counter(result.mutants[k][i].rule for k, i in result.possibly_equivalent)
+        print(f"  possibly equivalent                  {len(result.possibly_equivalent)} "
+              f"({', '.join(f'{r} {n}' for r, n in rules.most_common())})")
+
+        rewrites: list[tuple[str, str, str]] = []
+        for case in cases:
+            for alternative in case.alt_sql:
+                rewrites.append((case.id, "alternative", alternative))
+            try:
+                rewritten = optimize(sqlglot.parse_one(case.sql, read="sqlite"), schema=schema,
+                                     dialect="sqlite").sql("sqlite")
+            except Exception as exc:  # the optimizer needs a schema for some statements
+                print(f"  (optimizer skipped {case.id}: {type(exc).__name__})")
+            else:
+                rewrites.append((case.id, "optimized", rewritten))
+            tree = sqlglot.parse_one(case.sql, read="sqlite")
+            if tree.find(sqlglot.exp.Union) is None and tree.find(sqlglot.exp.With) is None:
+                aliased = tree.copy()
+                aliased.set("expressions", [e if isinstance(e, sqlglot.exp.Alias) else e.as_(f"c{n}")
+                                            for n, e in enumerate(aliased.expressions)])
+                rewrites.append((case.id, "aliased", aliased.sql("sqlite")))
+        started = time.perf_counter()
+        false_overturns = []
+        for key, kind, sql in rewrites:
+            gold = next(g for g in golds if g.key == key)
+            verdict = neighbour_verdict(gold, sql, source, kept)
+            if not verdict.passed:
+                false_overturns.append((key, kind, verdict.neighbour, sql))
+        graded_s = time.perf_counter() - started
+        print(f"  equivalent rewrites graded           {len(rewrites)} in {graded_s:.2f} s; "
+              f"failing on a neighbour or the original: {len(false_overturns)}")
+        for key, kind, neighbour, sql in false_overturns:
+            print(f"    {key} {kind} (neighbour {neighbour}): {' '.join(sql.split())[:160]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -121,7 +121,7 @@ def zoom_out_until(page: Page, condition: Callable[[], bool], what: str, steps: 
 
     for step in range(steps + 1):
         try:
-            page.wait(lambda d: condition(), timeout=10.0)
+            page.wait(lambda d: condition(), timeout=5.0)
             return
         except TimeoutException:
             if step == steps:

@@ -59,6 +59,12 @@ def add_bench_commands(sub: Any, esub: Any, fmt: dict[str, Any]) -> None:
     grade.add_argument("--suite", required=True, metavar="PATH", help="the suite whose cases are predicted")
     grade.add_argument("--workers", type=int, default=None, metavar="N", help="worker processes (default: cores)")
     grade.add_argument("--out", default=None, metavar="FILE", help="write the full report (JSON) here")
+    grade.add_argument("--neighbours", type=int, default=None, metavar="K",
+                       help="also grade each pass on at most K neighbour databases of its datasource (made from "
+                            "its own rows and the gold's literals, kept by how many near-miss mutants of the "
+                            "gold they tell apart; built once under warehouse/neighbours/, SQLite datasources)")
+    grade.add_argument("--neighbour-seed", type=int, default=1, metavar="N",
+                       help="the seed the neighbours are made from (default 1; another seed, another set)")
 
 
 def cmd_wide(args: argparse.Namespace) -> int:
@@ -111,6 +117,8 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
     predictions = read_predictions(args.predictions, cases)
     report = grade(suite, predictions, {ds.id: ds for ds in config.datasources}, workers=args.workers,
                    predictions_name=str(args.predictions), cases=cases)
+    if args.neighbours is not None:
+        report = _on_neighbours(report, cases, config, args.neighbours, args.neighbour_seed)
     if args.out:  # written before anything is printed: a reader that stops early loses nothing
         atomic_write(Path(args.out), report.model_dump_json(indent=1) + "\n")
     s, lax = report.execution, report.execution_lenient
@@ -123,9 +131,35 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
               f"lenient {rates.lenient.text()} ({rates.lenient.passed}/{rates.lenient.total})")
     if report.reasons:
         print("failures: " + ", ".join(f"{reason} {n}" for reason, n in report.reasons.items()))
+    if report.execution_neighbours is not None:
+        robust = report.execution_neighbours
+        overturned = [g for g in report.cases if g.overturned_on]
+        kept = ", ".join(f"{s['datasource']} {len(s['kept'])}" for s in report.neighbour_sets)
+        print(f"on neighbours ({kept}): strict {robust.text()} ({robust.passed}/{robust.total}, "
+              f"95% CI {robust.low_high()}); {len(overturned)} pass(es) overturned")
+        for g in overturned:
+            print(f"  {g.case_id}: fails on {Path(g.overturned_on or '').name}")
     if args.out:
         print(f"report: {args.out}")
     return EXIT_OK
+
+
+def _on_neighbours(report: Any, cases: list[Any], config: Any, keep: int, seed: int) -> Any:
+    """The report graded on each datasource's kept neighbours too (built once, then reused)."""
+    from nl2sql_assets.evaluation.grading import grade_on_neighbours
+    from nl2sql_assets.evaluation.neighbours import GoldQuery
+    from nl2sql_assets.evaluation.neighbours.store import neighbour_set
+    from nl2sql_assets.paths import warehouse_dir
+
+    folder = warehouse_dir(config.root) / "neighbours"
+    sets, kept = [], {}
+    for datasource in sorted({c.datasources[0] for c in cases}):
+        golds = [GoldQuery(c.id, c.sql, c.order_matters, tuple(c.alt_sql)) for c in cases
+                 if c.datasources[0] == datasource and c.sql]
+        made, paths = neighbour_set(config.datasource(datasource), golds, folder, keep=keep, seed=seed)
+        sets.append(made)
+        kept[datasource] = paths
+    return grade_on_neighbours(report, cases, kept, sets)
 
 
 def add_serve_command(sub: Any, fmt: dict[str, Any]) -> None:

@@ -63,6 +63,13 @@ class CaseGrade(BaseModel):
     lenient: Verdict
     error_code: str | None = None
     elapsed_ms: float = 0.0
+    #: graded on neighbours too: a strict pass on the original that holds on every kept
+    #: neighbour, or ``fails_on_neighbour`` (None where the run had no neighbours)
+    neighbour_robust: Verdict | None = None
+    #: the evidence of an overturned pass: the neighbour's file and both results there
+    overturned_on: str | None = None
+    neighbour_gold_rows: list[list[Any]] | None = None
+    neighbour_predicted_rows: list[list[Any]] | None = None
 
 
 class DifficultyRates(BaseModel):
@@ -91,6 +98,10 @@ class GradeReport(BaseModel):
     seconds: float
     #: the comparator's version and rules (``comparison.comparator_settings``)
     comparator: dict[str, Any] = Field(default_factory=dict)
+    #: strict on the original and on every kept neighbour (None: graded without neighbours)
+    execution_neighbours: Rate | None = None
+    #: each datasource's kept neighbours: how they were made and what they separate
+    neighbour_sets: list[dict[str, Any]] = Field(default_factory=list)
     cases: list[CaseGrade] = Field(default_factory=list)
 
 
@@ -317,3 +328,48 @@ def _report(suite: EvalSuite, name: str, grades: list[CaseGrade], workers: int, 
         errors=dict(Counter(g.error_code for g in grades if g.error_code).most_common()),
         workers=workers, seconds=round(seconds, 3), comparator=comparator_settings(), cases=grades,
     )
+
+
+# ---------------------------------------------------------------- on neighbour databases
+
+#: rows of an overturned pass's evidence kept in the report, each side
+EVIDENCE_ROWS = 20
+
+
+def grade_on_neighbours(report: GradeReport, cases: Sequence[EvalCase], neighbours: dict[str, list[Path]],
+                        sets: Sequence[Any]) -> GradeReport:
+    """``report`` with each strict pass graded on its datasource's kept neighbours too: the
+    neighbour-robust rate beside the original's, and the evidence of every pass a neighbour overturns."""
+    from nl2sql_assets.evaluation.neighbours import FAILS_ON_NEIGHBOUR, GoldQuery
+    from nl2sql_assets.evaluation.neighbours.verdict import overturn
+
+    by_id = {c.id: c for c in cases}
+    graded: list[CaseGrade] = []
+    for g in report.cases:
+        case = by_id[g.case_id]
+        kept = neighbours.get(g.datasource)
+        if not g.strict.passed or not kept or not g.sql:
+            verdict = Verdict(passed=False, reason=g.strict.reason, message=g.strict.message) \
+                if not g.strict.passed else Verdict(passed=True, reason="match", message="no neighbours")
+            graded.append(g.model_copy(update={"neighbour_robust": verdict}))
+            continue
+        gold = GoldQuery(case.id, case.sql or "", case.order_matters, tuple(case.alt_sql))
+        outcome = overturn(gold, g.sql, kept)
+        if outcome.passed:
+            graded.append(g.model_copy(update={"neighbour_robust": Verdict(
+                passed=True, reason="match", message=f"matches on the original and {len(kept)} neighbour(s)")}))
+            continue
+        where = kept[outcome.neighbour or 0]
+        graded.append(g.model_copy(update={
+            "neighbour_robust": Verdict(passed=False, reason=FAILS_ON_NEIGHBOUR,
+                                        message=f"passes on the original, fails on neighbour {where.name}"),
+            "overturned_on": str(where),
+            "neighbour_gold_rows": (outcome.gold_rows or [])[:EVIDENCE_ROWS],
+            "neighbour_predicted_rows": None if outcome.predicted_rows is None
+            else outcome.predicted_rows[:EVIDENCE_ROWS],
+        }))
+    robust = sum(1 for g in graded if g.neighbour_robust is not None and g.neighbour_robust.passed)
+    return report.model_copy(update={
+        "cases": graded, "execution_neighbours": Rate.of(robust, len(graded)),
+        "neighbour_sets": [s.model_dump() for s in sets],
+    })

@@ -36,20 +36,29 @@ class NeighbourVerdict:
         return FAILS_ON_NEIGHBOUR if self.passed_original and not self.passed else None
 
 
-def neighbour_verdict(gold: GoldQuery, predicted_sql: str, original: Path,
-                      neighbours: Sequence[Path]) -> NeighbourVerdict:
-    """Grade ``predicted_sql`` against ``gold`` on ``original`` and then each neighbour."""
-    for index, database in enumerate([original, *neighbours]):
+def overturn(gold: GoldQuery, predicted_sql: str, neighbours: Sequence[Path]) -> NeighbourVerdict:
+    """For a prediction that passed on the original: the first neighbour on which it fails, if any."""
+    for index, database in enumerate(neighbours):
         adapter = open_read_only(database)
         try:
             accepted = accepted_rows(adapter, gold)
             got = rows_or_none(adapter, predicted_sql)
         finally:
             adapter.close()
-        if index == 0:
-            if accepted is None or tells_apart(gold, accepted, got):
-                return NeighbourVerdict(passed_original=False, passed=False)
-            continue
         if tells_apart(gold, accepted, got):
-            return NeighbourVerdict(True, False, index - 1, accepted[0] if accepted else None, got)
+            return NeighbourVerdict(True, False, index, accepted[0] if accepted else None, got)
     return NeighbourVerdict(passed_original=True, passed=True)
+
+
+def neighbour_verdict(gold: GoldQuery, predicted_sql: str, original: Path,
+                      neighbours: Sequence[Path]) -> NeighbourVerdict:
+    """Grade ``predicted_sql`` against ``gold`` on ``original`` and then each neighbour."""
+    adapter = open_read_only(original)
+    try:
+        accepted = accepted_rows(adapter, gold)
+        got = rows_or_none(adapter, predicted_sql)
+    finally:
+        adapter.close()
+    if accepted is None or tells_apart(gold, accepted, got):
+        return NeighbourVerdict(passed_original=False, passed=False)
+    return overturn(gold, predicted_sql, neighbours)

@@ -3,13 +3,17 @@
 
     python scripts/bench_neighbours.py                  # 24 candidates, keep 10, seed 1
     python scripts/bench_neighbours.py --candidates 40 --keep 10
+    python scripts/bench_neighbours.py --grade 1000     # and eval grade --neighbours, whole command
 
 Prints the time to generate the candidate neighbours and to distill them (the gold suite's
 mutants run on the original and every candidate), how many mutants the original alone separates,
 how many the kept neighbours add, what is left possibly equivalent (by rule), and the equivalence
 check: every reviewed alternative of a case, its gold rewritten by sqlglot's optimizer and its gold
 with its columns aliased, graded on the original and the kept neighbours, must pass (any failure
-is printed: it would be a false overturn).
+is printed: it would be a false overturn). With ``--grade N``: ``eval grade --neighbours K`` as a
+whole command on a demo project and a suite of at least N cases (copies of the Chinook suite's), each
+predicted by its gold SQL (so every one passes on Chinook and is graded on every neighbour): the
+first run builds the neighbours, the second reads them back.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _schema(path: Path) -> dict[str, dict[str, str]]:
@@ -42,6 +48,7 @@ def main() -> int:
     parser.add_argument("--keep", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-rows", type=int, default=200)
+    parser.add_argument("--grade", type=int, default=0, metavar="N", help="also time eval grade --neighbours")
     args = parser.parse_args()
     if not args.chinook:
         print("error: give --chinook PATH or set NL2SQL_CHINOOK", file=sys.stderr)
@@ -110,7 +117,39 @@ def main() -> int:
               f"failing on a neighbour or the original: {len(false_overturns)}")
         for key, kind, neighbour, sql in false_overturns:
             print(f"    {key} {kind} (neighbour {neighbour}): {' '.join(sql.split())[:160]}")
+    if args.grade:
+        _time_grading(args, source)
     return 0
+
+
+def _time_grading(args: argparse.Namespace, source: Path) -> None:
+    import json
+    import subprocess
+
+    from benchlib import synthetic_suite
+
+    from nl2sql_assets.evaluation.suites import load_suite
+
+    with tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp) / "demo"
+        subprocess.run([sys.executable, "-m", "nl2sql_assets.cli", "init", "--demo", str(project), "--chinook",
+                        str(source)], check=True, capture_output=True)
+        suite = project / "suites" / "many.yaml"
+        synthetic_suite(args.grade * 4, suite)  # counted in case runs: a case is asked of several roles
+        cases = [c for c in load_suite(suite).cases if c.sql][: max(args.grade, 1)]
+        predictions = Path(tmp) / "predictions.json"
+        predictions.write_text(json.dumps({c.id: c.sql for c in cases}), encoding="utf-8")
+        command = [sys.executable, "-m", "nl2sql_assets.cli", "--config", str(project / "nl2sql.yaml"), "eval",
+                   "grade", str(predictions), "--suite", str(suite), "--neighbours", str(args.keep),
+                   "--neighbour-seed", str(args.seed)]
+        for label in ("first (builds the neighbours)", "again (reads them back)"):
+            started = time.perf_counter()
+            done = subprocess.run(command, check=True, capture_output=True, text=True)
+            elapsed = time.perf_counter() - started
+            lines = [line for line in done.stdout.splitlines() if "graded in" in line or "on neighbours" in line]
+            print(f"  eval grade --neighbours {args.keep}, {len(cases)} predictions, {label}: {elapsed:.2f} s")
+            for line in lines:
+                print(f"    {line}")
 
 
 if __name__ == "__main__":

@@ -340,36 +340,43 @@ def grade_on_neighbours(report: GradeReport, cases: Sequence[EvalCase], neighbou
                         sets: Sequence[Any]) -> GradeReport:
     """``report`` with each strict pass graded on its datasource's kept neighbours too: the
     neighbour-robust rate beside the original's, and the evidence of every pass a neighbour overturns."""
-    from nl2sql_assets.evaluation.neighbours import FAILS_ON_NEIGHBOUR, GoldQuery
-    from nl2sql_assets.evaluation.neighbours.verdict import overturn
+    from nl2sql_assets.evaluation.neighbours.verdict import NeighbourJudge
 
     by_id = {c.id: c for c in cases}
     graded: list[CaseGrade] = []
-    for g in report.cases:
-        case = by_id[g.case_id]
-        kept = neighbours.get(g.datasource)
-        if not g.strict.passed or not kept or not g.sql:
-            verdict = Verdict(passed=False, reason=g.strict.reason, message=g.strict.message) \
-                if not g.strict.passed else Verdict(passed=True, reason="match", message="no neighbours")
-            graded.append(g.model_copy(update={"neighbour_robust": verdict}))
-            continue
-        gold = GoldQuery(case.id, case.sql or "", case.order_matters, tuple(case.alt_sql))
-        outcome = overturn(gold, g.sql, kept)
-        if outcome.passed:
-            graded.append(g.model_copy(update={"neighbour_robust": Verdict(
-                passed=True, reason="match", message=f"matches on the original and {len(kept)} neighbour(s)")}))
-            continue
-        where = kept[outcome.neighbour or 0]
-        graded.append(g.model_copy(update={
-            "neighbour_robust": Verdict(passed=False, reason=FAILS_ON_NEIGHBOUR,
-                                        message=f"passes on the original, fails on neighbour {where.name}"),
-            "overturned_on": str(where),
-            "neighbour_gold_rows": (outcome.gold_rows or [])[:EVIDENCE_ROWS],
-            "neighbour_predicted_rows": None if outcome.predicted_rows is None
-            else outcome.predicted_rows[:EVIDENCE_ROWS],
-        }))
+    judges = {datasource: NeighbourJudge(paths) for datasource, paths in neighbours.items()}
+    try:
+        for g in report.cases:
+            graded.append(_on_neighbours(g, by_id[g.case_id], neighbours.get(g.datasource), judges.get(g.datasource)))
+    finally:
+        for judge in judges.values():
+            judge.close()
     robust = sum(1 for g in graded if g.neighbour_robust is not None and g.neighbour_robust.passed)
     return report.model_copy(update={
         "cases": graded, "execution_neighbours": Rate.of(robust, len(graded)),
         "neighbour_sets": [s.model_dump() for s in sets],
+    })
+
+
+def _on_neighbours(g: CaseGrade, case: EvalCase, kept: list[Path] | None, judge: Any) -> CaseGrade:
+    """One case's grade with its neighbour-robust verdict (and the evidence of an overturn)."""
+    from nl2sql_assets.evaluation.neighbours import FAILS_ON_NEIGHBOUR, GoldQuery
+
+    if not g.strict.passed:
+        return g.model_copy(update={"neighbour_robust": g.strict})
+    if not kept or not g.sql:
+        return g.model_copy(update={"neighbour_robust": Verdict(passed=True, reason="match",
+                                                                message="no neighbours kept for its datasource")})
+    gold = GoldQuery(case.id, case.sql or "", case.order_matters, tuple(case.alt_sql))
+    outcome = judge.overturn(gold, g.sql)
+    if outcome.passed:
+        return g.model_copy(update={"neighbour_robust": Verdict(
+            passed=True, reason="match", message=f"matches on the original and {len(kept)} neighbour(s)")})
+    where = kept[outcome.neighbour or 0]
+    return g.model_copy(update={
+        "neighbour_robust": Verdict(passed=False, reason=FAILS_ON_NEIGHBOUR,
+                                    message=f"passes on the original, fails on neighbour {where.name}"),
+        "overturned_on": str(where),
+        "neighbour_gold_rows": (outcome.gold_rows or [])[:EVIDENCE_ROWS],
+        "neighbour_predicted_rows": None if outcome.predicted_rows is None else outcome.predicted_rows[:EVIDENCE_ROWS],
     })

@@ -120,7 +120,12 @@ def separations(golds: Sequence[GoldQuery], made: dict[str, list[Mutant]], datab
 def distill(golds: Sequence[GoldQuery], original: Path, candidates: Sequence[Path], keep: int,
             dialect: str = "sqlite") -> Distillation:
     """Keep at most ``keep`` of ``candidates`` (greedy set cover over the mutants the original
-    does not separate already)."""
+    does not separate already). Gold queries asked the same way (SQL, order rule, alternatives)
+    are distilled once: copies of a case add nothing to tell apart."""
+    unique: dict[tuple[str, bool, tuple[str, ...]], GoldQuery] = {}
+    for gold in golds:
+        unique.setdefault((gold.sql, gold.order_matters, gold.alternatives), gold)
+    golds = list(unique.values())
     made = {g.key: mutants(g.sql, dialect=dialect) for g in golds}
     universe = {(g.key, i) for g in golds for i in range(len(made[g.key]))}
     on_original = separations(golds, made, original)

@@ -36,18 +36,47 @@ class NeighbourVerdict:
         return FAILS_ON_NEIGHBOUR if self.passed_original and not self.passed else None
 
 
+class NeighbourJudge:
+    """Grades predictions on a fixed list of neighbours: one read-only connection per neighbour,
+    and each gold's accepted rows on each neighbour computed once, however many predictions ask."""
+
+    def __init__(self, neighbours: Sequence[Path]) -> None:
+        self.neighbours = list(neighbours)
+        self._adapters = [open_read_only(path) for path in self.neighbours]
+        self._accepted: dict[tuple[str, int], list[list[list[Any]]] | None] = {}
+
+    def accepted(self, gold: GoldQuery, index: int) -> list[list[list[Any]]] | None:
+        key = (gold.key, index)
+        if key not in self._accepted:
+            self._accepted[key] = accepted_rows(self._adapters[index], gold)
+        return self._accepted[key]
+
+    def overturn(self, gold: GoldQuery, predicted_sql: str) -> NeighbourVerdict:
+        """For a prediction that passed on the original: the first neighbour on which it fails, if any."""
+        for index, adapter in enumerate(self._adapters):
+            accepted = self.accepted(gold, index)
+            if accepted is None:
+                continue  # the gold fails here: this neighbour tells nothing of the case
+            got = rows_or_none(adapter, predicted_sql)
+            if tells_apart(gold, accepted, got):
+                return NeighbourVerdict(True, False, index, accepted[0], got)
+        return NeighbourVerdict(passed_original=True, passed=True)
+
+    def close(self) -> None:
+        for adapter in self._adapters:
+            adapter.close()
+
+    def __enter__(self) -> NeighbourJudge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def overturn(gold: GoldQuery, predicted_sql: str, neighbours: Sequence[Path]) -> NeighbourVerdict:
     """For a prediction that passed on the original: the first neighbour on which it fails, if any."""
-    for index, database in enumerate(neighbours):
-        adapter = open_read_only(database)
-        try:
-            accepted = accepted_rows(adapter, gold)
-            got = rows_or_none(adapter, predicted_sql)
-        finally:
-            adapter.close()
-        if tells_apart(gold, accepted, got):
-            return NeighbourVerdict(True, False, index, accepted[0] if accepted else None, got)
-    return NeighbourVerdict(passed_original=True, passed=True)
+    with NeighbourJudge(neighbours) as judge:
+        return judge.overturn(gold, predicted_sql)
 
 
 def neighbour_verdict(gold: GoldQuery, predicted_sql: str, original: Path,

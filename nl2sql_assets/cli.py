@@ -184,10 +184,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="the project folder holding benchmarks/ (default: the current folder)")
     pub.add_argument("--allow-incomplete", action="store_true",
                      help="record a run the provider failed in part (exit 4 of eval run); refused otherwise")
-    from nl2sql_assets.cli_bench import add_bench_commands, add_serve_command
+    from nl2sql_assets.cli_bench import add_bench_commands, add_neighbours_command, add_serve_command
 
     add_bench_commands(sub, esub, fmt)
     add_serve_command(sub, fmt)
+    add_neighbours_command(sub, fmt)
     return p
 
 
@@ -732,6 +733,10 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
             from nl2sql_assets.cli_bench import cmd_bench
 
             return cmd_bench(args)
+        if args.command == "neighbours":
+            from nl2sql_assets.cli_bench import cmd_neighbours
+
+            return cmd_neighbours(args, _config_path(args))
         if args.eval_command == "grade":
             from nl2sql_assets.cli_bench import cmd_grade
 

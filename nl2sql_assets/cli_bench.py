@@ -162,6 +162,73 @@ def _on_neighbours(report: Any, cases: list[Any], config: Any, keep: int, seed: 
     return grade_on_neighbours(report, cases, kept, sets)
 
 
+def add_neighbours_command(sub: Any, fmt: dict[str, Any]) -> None:
+    neighbours = sub.add_parser("neighbours", help="look at the neighbour databases eval grade --neighbours keeps",
+                                description="Neighbour databases of a suite's datasources (see eval grade "
+                                            "--neighbours).", **fmt)
+    nsub = neighbours.add_subparsers(dest="neighbours_command", required=True)
+    show = nsub.add_parser("show", help="one neighbour's rows that a case reads, and the gold's (and a "
+                                        "prediction's) result there", **fmt)
+    show.add_argument("case", metavar="CASE", help="the case id")
+    show.add_argument("number", type=int, metavar="N", help="the neighbour's number in its set (0 is the first kept)")
+    show.add_argument("--suite", required=True, metavar="PATH", help="the suite the case belongs to")
+    show.add_argument("--sql", default=None, help="a prediction to run there beside the gold")
+    show.add_argument("--neighbours", type=int, default=10, metavar="K", help="the set's K (as eval grade took it)")
+    show.add_argument("--neighbour-seed", type=int, default=1, metavar="N", help="the set's seed (as eval grade)")
+    show.add_argument("--rows", type=int, default=20, metavar="N", help="rows shown per table (default 20)")
+
+
+def cmd_neighbours(args: argparse.Namespace, config_path: Path) -> int:
+    import sqlglot
+    from sqlglot import exp
+
+    from nl2sql_assets.config import load_config
+    from nl2sql_assets.errors import UserError
+    from nl2sql_assets.evaluation.grading import gradable_cases
+    from nl2sql_assets.evaluation.neighbours import GoldQuery
+    from nl2sql_assets.evaluation.neighbours.distill import open_read_only, rows_or_none
+    from nl2sql_assets.evaluation.neighbours.store import neighbour_set
+    from nl2sql_assets.evaluation.suites.loader import load_suite
+    from nl2sql_assets.paths import warehouse_dir
+
+    config = load_config(config_path)
+    cases = gradable_cases(load_suite(args.suite))
+    case = next((c for c in cases if c.id == args.case), None)
+    if case is None or not case.sql:
+        raise UserError(f"{args.suite}: no case {args.case!r} with gold SQL to show")
+    datasource = case.datasources[0]
+    golds = [GoldQuery(c.id, c.sql, c.order_matters, tuple(c.alt_sql)) for c in cases
+             if c.datasources[0] == datasource and c.sql]
+    made, paths = neighbour_set(config.datasource(datasource), golds, warehouse_dir(config.root) / "neighbours",
+                                keep=args.neighbours, seed=args.neighbour_seed)
+    if not 0 <= args.number < len(paths):
+        raise UserError(f"neighbour {args.number}: the set of {datasource!r} keeps {len(paths)} "
+                        f"(0 to {len(paths) - 1})")
+    path = paths[args.number]
+    tables = sorted({t.name for t in sqlglot.parse_one(case.sql, read="sqlite").find_all(exp.Table) if t.name})
+    print(f"{case.id} on {path} (set {made.key} of {datasource!r}: {len(paths)} kept, seed {made.seed})")
+    adapter = open_read_only(path)
+    try:
+        for table in tables:
+            out = rows_or_none(adapter, f'SELECT * FROM "{table}" LIMIT {int(args.rows) + 1}')
+            if out is None:
+                continue  # a CTE's name, not a table of the database
+            shown = out[: args.rows]
+            print(f"\n{table} ({len(shown)}{'+' if len(out) > args.rows else ''} rows shown)")
+            for row in shown:
+                print("  " + " | ".join("NULL" if v is None else str(v) for v in row))
+        for label, sql in (("gold", case.sql), ("prediction", args.sql)):
+            if sql is None:
+                continue
+            got = rows_or_none(adapter, sql)
+            print(f"\n{label}: " + ("the database refused or failed it" if got is None else f"{len(got)} row(s)"))
+            for row in (got or [])[: args.rows]:
+                print("  " + " | ".join("NULL" if v is None else str(v) for v in row))
+    finally:
+        adapter.close()
+    return EXIT_OK
+
+
 def add_serve_command(sub: Any, fmt: dict[str, Any]) -> None:
     serve = sub.add_parser("serve", help="serve the built-in engine over the HTTP engine contract (POST /ask)",
                            description="The reference server of docs/engine-api.openapi.yaml: the project's "

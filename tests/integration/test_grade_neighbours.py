@@ -1,6 +1,6 @@
 """``eval grade --neighbours K`` on the demo project: near misses that pass on Chinook itself are
 overturned on a kept neighbour, with the neighbour and both results in the report; the exact gold
-never is; the neighbours are built once and read back."""
+never is; the neighbours are built once and read back; ``neighbours show`` prints the evidence."""
 
 from __future__ import annotations
 
@@ -72,3 +72,16 @@ def test_near_misses_that_pass_on_the_original_are_overturned_with_evidence(demo
     assert code == 0
     assert {p.name: p.stat().st_mtime_ns for p in store.iterdir()} == stamps  # read back, not made again
     assert f"{len(near)} pass(es) overturned" in again
+
+    # The evidence as a person reads it: that neighbour's rows of the tables the case reads, and
+    # the gold's and the prediction's results there.
+    key = sorted(near)[0]
+    number = made["kept"].index(Path(by_id[key].overturned_on or "").name)
+    code, shown = _run("--config", demo_project / "nl2sql.yaml", "neighbours", "show", key, number,
+                       "--suite", suite_path, "--sql", near[key])
+    assert code == 0
+    assert Path(by_id[key].overturned_on or "").name in shown
+    assert "\ngold: " in shown and "\nprediction: " in shown
+    gold_part = shown.split("\ngold: ")[1].split("\nprediction: ")[0]
+    assert gold_part.startswith(f"{len(by_id[key].neighbour_gold_rows or [])} row(s)") or \
+        len(by_id[key].neighbour_gold_rows or []) == 20  # the report keeps 20 rows of evidence at most

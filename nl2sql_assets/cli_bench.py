@@ -1,5 +1,5 @@
-"""The command-line side of public benchmarks and engines: ``bench import``, ``bench wide``, ``eval grade``,
-``serve``.
+"""The command-line side of public benchmarks and engines: ``bench import``, ``bench wide``, ``eval grade``
+(with ``--neighbours``), ``neighbours show``, ``serve``.
 
 Kept apart from ``cli.py`` so that file only registers these commands and dispatches to them.
 """

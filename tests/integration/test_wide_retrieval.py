@@ -5,7 +5,6 @@ amount sent, and the gate against a record of the same bed. A 100-table bed keep
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,12 @@ from nl2sql_assets.evaluation.reporting.board import load_report
 from nl2sql_assets.evaluation.suites import load_suite
 from nl2sql_assets.paths import wide_routing_suite_path
 from nl2sql_assets.testbed.wide_schema import SOURCES
+from tests.integration.test_e2e_retrieval import keyless  # noqa: F401  (the fixture: no key, no CI)
 
 
-@pytest.fixture
-def keyless(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.upper().endswith("_API_KEY"):
-            monkeypatch.delenv(name)
-    monkeypatch.delenv("CI", raising=False)
-
-
+@pytest.mark.usefixtures("keyless")
 def test_the_wide_routing_suite_runs_in_mode_retrieval_and_gates(
-        tmp_path: Path, keyless: None, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "wide", "--out", str(tmp_path / "bed"), "--tables", "100"]) == 0
     built = capsys.readouterr().out
     assert "100 tables in 6 datasources (built in" in built

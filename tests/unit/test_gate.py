@@ -12,6 +12,7 @@ from nl2sql_assets.config import GateSettings
 from nl2sql_assets.evaluation.history import BaselineError, gate
 from nl2sql_assets.evaluation.history.records import records_from_report, write_record
 from nl2sql_assets.evaluation.reporting.board import EvalReport
+from nl2sql_assets.evaluation.reporting.gate import narrowed_board
 from nl2sql_assets.evaluation.reporting.report import build_report
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,
@@ -322,3 +323,76 @@ def test_several_configs_compared_by_name() -> None:
     result = gate(now, base, GateSettings(max_regressions=2))
     assert {c.config for c in result.compared} == {"mini"}
     assert not result.ok and result.regressions[0].startswith("config mini")
+
+
+# ---------------------------------------------------------------- one suite against a record of several
+
+
+def suites_report(verdicts: dict[str, dict[str, str]], *, cost: float = 0.01, day: int = 1,
+                  datasources: tuple[str, ...] = ("chinook",)) -> EvalReport:
+    """A plans run over the suites of ``verdicts`` (suite -> case -> verdict), each suite its own
+    digest, the databases ``datasources``."""
+    records = [CaseRecord(suite=suite, case_id=case, role="analyst", config="plans", mode="plans",
+                          expected="allowed", status=v, execution_status=v, cost_usd=cost)
+               for suite, cases_ in verdicts.items() for case, v in cases_.items()]
+    _, meta = report_parts({}, mode="plans", day=day)
+    meta = meta.model_copy(update={
+        "suites": [SuiteRef(name=s, path=f"suites/{s}.yaml", digest=f"digest-{s}") for s in verdicts],
+        "databases": [DatabaseRef(datasource_id=d, engine="sqlite", schema_fingerprint=f"fp-{d}")
+                     for d in datasources]})
+    return build_report(records, meta)
+
+
+@pytest.mark.parametrize(("now", "lost", "verdict"), [
+    # the suite's own cases as they were: passes, though another suite's case failed in the record
+    ({"clarify": {"k1": "pass", "k2": "pass"}}, [], "ok"),
+    # a lost case of the suite is a flip (mode plans allows none)
+    ({"clarify": {"k1": "pass", "k2": "fail"}}, ["k2@analyst"], "regressed"),
+    # two suites of the three: both suites' cases, and only theirs
+    ({"gold": {"g1": "fail", "g2": "pass"}, "policy": {"p1": "pass"}}, ["g1@analyst"], "regressed"),
+])
+def test_a_run_of_fewer_suites_is_gated_on_those_suites_cases_in_a_record_of_more(
+        tmp_path: Path, now: dict[str, dict[str, str]], lost: list[str], verdict: str) -> None:
+    base = suites_report({"gold": {"g1": "pass", "g2": "fail"}, "policy": {"p1": "pass"},
+                          "clarify": {"k1": "pass", "k2": "pass"}})
+    write_record(records_from_report(base)[0], tmp_path)
+    result = gate(suites_report(now, day=2), tmp_path / "benchmarks")
+    assert result.series_break is None
+    assert result.compared[0].lost == lost and result.ok == (verdict == "ok")
+    names = ", ".join(sorted(now))
+    assert any(f"its suite(s) {names}" in note for note in result.notes)
+    # the baseline's accuracy is over the run's suites' cases only
+    shared = [c for s in now for c in base.configs["plans"].results if c.suite == s]
+    assert result.compared[0].baseline_accuracy == sum(r.status == "pass" for r in shared) / len(shared)
+
+
+def test_a_suite_or_database_the_record_never_ran_is_still_a_new_series(tmp_path: Path) -> None:
+    base = suites_report({"gold": {"g1": "pass"}, "policy": {"p1": "pass"}})
+    elsewhere = suites_report({"gold": {"g1": "pass"}}, datasources=("support",))
+    # its suite is in the record, but its database is not: not narrowed, a new series
+    assert gate(elsewhere, base).series_break is not None and gate(elsewhere, base).compared == []
+    other = suites_report({"other": {"o1": "pass"}})
+    assert "suite digest" in (gate(other, base).series_break or "")
+    same = suites_report({"gold": {"g1": "pass"}, "policy": {"p1": "pass"}}, day=2)
+    assert gate(same, base).ok and not gate(same, base).notes  # the whole run: nothing narrowed
+
+
+def test_a_narrowed_baseline_counts_cost_per_case_over_its_suite_only() -> None:
+    base = suites_report({"gold": {"g1": "pass", "g2": "pass"}, "policy": {"p1": "pass"}}, cost=0.01)
+    cheap = base.configs["plans"].results
+    cheap[2] = cheap[2].model_copy(update={"cost_usd": 1.0})  # the policy suite's case was dear
+    board = base.configs["plans"].model_copy(update={"results": cheap})
+    gold_only = narrowed_board(board, {"gold"})
+    assert [r.case_id for r in gold_only.results] == ["g1", "g2"]
+    assert gold_only.cost.per_case_usd == pytest.approx(0.01) and gold_only.cost.total_usd == pytest.approx(0.02)
+    assert narrowed_board(board, {"policy"}).cost.per_case_usd == pytest.approx(1.0)
+
+
+def test_a_suite_the_mode_ran_nothing_of_compares_empty_with_empty() -> None:
+    """Mode retrieval runs no probe: a probe suite's board is empty, as its cases in the record."""
+    base = suites_report({"gold": {"g1": "pass"}, "probes": {}})
+    empty = suites_report({"probes": {}}, day=2)
+    empty = empty.model_copy(update={"roles": []})
+    result = gate(empty, base)
+    assert result.series_break is None and result.ok
+    assert result.compared[0].lost == [] and result.compared[0].accuracy == 0.0

@@ -47,7 +47,8 @@ def _baseline(item: EvalReport | BenchmarkRecord) -> Baseline:
     mode, digests, fingerprints, _, _ = series_key(item)
     return Baseline(label=f"record {item.config.name} ({item.recorded_at:%Y-%m-%d})", mode=mode, digests=digests,
                     fingerprints=fingerprints, roles=tuple(sorted(item.roles)), curated=item.curated,
-                    boards={item.config.name: item.scoreboard}, incomplete=item.incomplete)
+                    boards={item.config.name: item.scoreboard}, incomplete=item.incomplete,
+                    suites={d.digest: d.name for d in item.datasets})
 
 
 # ---------------------------------------------------------------- finding the baseline
@@ -68,8 +69,19 @@ def _load_file(path: Path) -> EvalReport | BenchmarkRecord:
         raise BaselineError(f"baseline {exc}") from exc
 
 
+def _holds(record: BenchmarkRecord, report: EvalReport) -> bool:
+    """Whether ``record`` ran every suite (by digest) and datasource of ``report``, and more: the
+    gate compares the run with those of its cases (``Baseline.narrowed_to``)."""
+    digests = {d.digest for d in record.datasets}
+    ids = {d.datasource_id for d in record.databases}
+    return ({s.digest for s in report.suites} < digests
+            and {d.datasource_id for d in report.databases} <= ids)
+
+
 def _newest_records(report: EvalReport, folder: Path) -> list[BenchmarkRecord]:
-    """Per config of the run, the newest record of its mode, database and config."""
+    """Per config of the run, the newest record of its mode, database and config; where there is
+    none, the newest record of its mode and config that ran the run's suites among others (a
+    one-suite run against a record of every suite)."""
     try:
         records = [record for _, record in iter_records(folder)]
     except RecordError as exc:
@@ -77,8 +89,9 @@ def _newest_records(report: EvalReport, folder: Path) -> list[BenchmarkRecord]:
     db = database_id(report.databases)
     newest: list[BenchmarkRecord] = []
     for config in report.configs:
-        matching = [r for r in records if r.kind == report.mode and r.database_id == db
-                    and r.config.name == config]
+        of_config = [r for r in records if r.kind == report.mode and r.config.name == config]
+        matching = ([r for r in of_config if r.database_id == db]
+                    or [r for r in of_config if _holds(r, report)])
         if matching:
             newest.append(matching[-1])  # iter_records is oldest first
     if not newest:

@@ -8,14 +8,14 @@ way on execution accuracy, tests the flips with McNemar's exact test and checks 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import Field
 
 from nl2sql_assets.config import GateSettings, StrictModel
 from nl2sql_assets.evaluation.judging import stats
 from nl2sql_assets.evaluation.reporting.board import Board, EvalReport
-from nl2sql_assets.evaluation.reporting.tally import case_key
+from nl2sql_assets.evaluation.reporting.tally import case_key, is_query
 from nl2sql_assets.evaluation.running.modes import Measure, get_mode
 from nl2sql_assets.evaluation.running.results import CaseRecord
 
@@ -58,13 +58,46 @@ class Baseline:
     curated: bool
     boards: dict[str, Board] = field(default_factory=dict)
     incomplete: bool = False  # some case runs failed for the environment (an outage)
+    #: suite digest -> suite name: which case records belong to which suite (``narrowed_to``)
+    suites: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of_report(cls, report: EvalReport, label: str = "report") -> Baseline:
         return cls(label=label, mode=report.mode, digests=tuple(sorted(s.digest for s in report.suites)),
                    fingerprints=tuple(sorted(d.schema_fingerprint for d in report.databases)),
                    roles=tuple(sorted(report.roles)), curated=report.curated, boards=dict(report.configs),
-                   incomplete=report.incomplete)
+                   incomplete=report.incomplete, suites={s.digest: s.name for s in report.suites})
+
+    def narrowed_to(self, run: Baseline) -> Baseline | None:
+        """This baseline cut down to the suites of a run that asked fewer of them (one suite's
+        board against a record of every suite): only the case records of the run's suites, their
+        cost per case recounted. None unless each of the run's suites (by digest) and schemas (by
+        fingerprint) is in this baseline and the run has fewer suites."""
+        digests, fingerprints = set(run.digests), set(run.fingerprints)
+        if not digests < set(self.digests) or not fingerprints <= set(self.fingerprints):
+            return None
+        names = {self.suites[d] for d in digests if d in self.suites}
+        if len(names) != len(digests):
+            return None  # a baseline that does not name its suites cannot be cut by suite
+        boards = {name: narrowed_board(board, names) for name, board in self.boards.items()}
+        return replace(self, label=f"{self.label}, its suite(s) {', '.join(sorted(names))}",
+                       digests=run.digests, fingerprints=run.fingerprints,
+                       suites={d: self.suites[d] for d in digests}, boards=boards,
+                       # the roles those suites' cases were asked as (as a run's roles are the roles it asked)
+                       roles=tuple(sorted({r.role for board in boards.values() for r in board.results})))
+
+
+def narrowed_board(board: Board, suites: set[str]) -> Board:
+    """``board`` with only the case records of ``suites``; cost per case over those records (as
+    the tally counts it: every query run, the curated-off reruns' dollars included)."""
+    kept = [r for r in board.results if r.suite in suites]
+    scored = [r for r in kept if r.env_error is None and r.status != "skip"]
+    queries = [r for r in scored if is_query(r)]
+    total = sum((r.cost_usd or 0.0) + (r.generated.cost_usd or 0.0 if r.generated is not None else 0.0)
+                for r in scored)
+    cost = board.cost.model_copy(update={"total_usd": total,
+                                         "per_case_usd": total / len(queries) if queries else 0.0})
+    return board.model_copy(update={"results": kept, "cost": cost})
 
 
 # ---------------------------------------------------------------- comparing
@@ -182,7 +215,12 @@ def compare(report: EvalReport, baselines: Sequence[Baseline | EvalReport],
     bases = [b if isinstance(b, Baseline) else Baseline.of_report(b) for b in baselines]
     if (reason := _incomplete(run, report.env_errors)) is not None:
         return GateResult(ok=False, series_break=reason)
-    for base in bases:
+    notes: list[str] = []
+    for i, base in enumerate(bases):
+        narrowed = base.narrowed_to(run)
+        if narrowed is not None:
+            bases[i] = base = narrowed
+            notes.append(f"compared with {base.label}")
         reason = _series_break(run, base)
         if reason is not None:
             return GateResult(ok=False, series_break=reason)
@@ -199,7 +237,6 @@ def compare(report: EvalReport, baselines: Sequence[Baseline | EvalReport],
     rules = get_mode(report.mode).gate_rules(settings, report.curated)
     compared: list[ConfigComparison] = []
     regressions: list[str] = []
-    notes: list[str] = []
     for name in common:
         run_board, base_board = report.configs[name], base_boards[name]
         for measure in rules.measures:

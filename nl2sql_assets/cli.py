@@ -394,6 +394,7 @@ def _board_line(board: Any, executes: bool) -> str:
         policy = board.summaries().get("policy")
         if policy is not None and (policy.recall is not None or policy.false_positives):
             parts.append(policy.text())
+        parts += [text for summary in board.summaries().values() if (text := summary.beside_accuracy())]
         if board.coverage is not None:
             c = board.coverage
             parts.append(f"{c.query_count} queries, {c.probe_count} probes, {c.unique_case_count} unique")

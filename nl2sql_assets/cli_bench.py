@@ -59,12 +59,35 @@ def add_bench_commands(sub: Any, esub: Any, fmt: dict[str, Any]) -> None:
     grade.add_argument("--suite", required=True, metavar="PATH", help="the suite whose cases are predicted")
     grade.add_argument("--workers", type=int, default=None, metavar="N", help="worker processes (default: cores)")
     grade.add_argument("--out", default=None, metavar="FILE", help="write the full report (JSON) here")
-    grade.add_argument("--neighbours", type=int, default=None, metavar="K",
-                       help="also grade each pass on at most K neighbour databases of its datasource (made from "
-                            "its own rows and the gold's literals, kept by how many near-miss mutants of the "
-                            "gold they tell apart; built once under warehouse/neighbours/, SQLite datasources)")
-    grade.add_argument("--neighbour-seed", type=int, default=1, metavar="N",
-                       help="the seed the neighbours are made from (default 1; another seed, another set)")
+    add_neighbour_options(grade, "grade")
+
+
+def add_neighbour_options(parser: Any, verb: str) -> None:
+    """``--neighbours [K]`` and ``--neighbour-seed N``, for eval grade and eval run alike."""
+    parser.add_argument("--neighbours", type=int, nargs="?", const=0, default=None, metavar="K",
+                        help=f"also {verb} each pass on at most K neighbour databases of its datasource (SQLite or "
+                             "DuckDB files made from its own rows and the gold's literals, kept by how many "
+                             "near-miss mutants of the gold they tell apart; built once under "
+                             "warehouse/neighbours/). Without K: evals.yaml's neighbours: count, else 10")
+    parser.add_argument("--neighbour-seed", type=int, default=None, metavar="N",
+                        help="the seed the neighbours are made from (evals.yaml's neighbours: seed, else 1; "
+                             "another seed, another set)")
+
+
+def neighbour_settings(args: argparse.Namespace, config: Any) -> Any:
+    """The run's neighbour settings: evals.yaml's ``neighbours:`` with the flags over it (None:
+    neither asks for neighbours)."""
+    from nl2sql_assets.config import NeighbourSettings
+
+    base = config.evals_config.neighbours
+    if args.neighbours is None and args.neighbour_seed is None:
+        return base
+    settings = base.model_copy() if base is not None else NeighbourSettings()
+    if args.neighbours:
+        settings = settings.model_copy(update={"count": args.neighbours})
+    if args.neighbour_seed is not None:
+        settings = settings.model_copy(update={"seed": args.neighbour_seed})
+    return NeighbourSettings.model_validate(settings.model_dump())
 
 
 def cmd_wide(args: argparse.Namespace) -> int:
@@ -117,8 +140,12 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
     predictions = read_predictions(args.predictions, cases)
     report = grade(suite, predictions, {ds.id: ds for ds in config.datasources}, workers=args.workers,
                    predictions_name=str(args.predictions), cases=cases)
-    if args.neighbours is not None:
-        report = _on_neighbours(report, cases, config, args.neighbours, args.neighbour_seed)
+    settings = neighbour_settings(args, config) if args.neighbours is not None or args.neighbour_seed is not None \
+        else None
+    if settings is not None:
+        from nl2sql_assets.evaluation.grading import grade_on_neighbours
+
+        report = grade_on_neighbours(report, suite, cases, config, settings)
     if args.out:  # written before anything is printed: a reader that stops early loses nothing
         atomic_write(Path(args.out), report.model_dump_json(indent=1) + "\n")
     s, lax = report.execution, report.execution_lenient
@@ -144,24 +171,6 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
     return EXIT_OK
 
 
-def _on_neighbours(report: Any, cases: list[Any], config: Any, keep: int, seed: int) -> Any:
-    """The report graded on each datasource's kept neighbours too (built once, then reused)."""
-    from nl2sql_assets.evaluation.grading import grade_on_neighbours
-    from nl2sql_assets.evaluation.neighbours import GoldQuery
-    from nl2sql_assets.evaluation.neighbours.store import neighbour_set
-    from nl2sql_assets.paths import warehouse_dir
-
-    folder = warehouse_dir(config.root) / "neighbours"
-    sets, kept = [], {}
-    for datasource in sorted({c.datasources[0] for c in cases}):
-        golds = [GoldQuery(c.id, c.sql, c.order_matters, tuple(c.alt_sql)) for c in cases
-                 if c.datasources[0] == datasource and c.sql]
-        made, paths = neighbour_set(config.datasource(datasource), golds, folder, keep=keep, seed=seed)
-        sets.append(made)
-        kept[datasource] = paths
-    return grade_on_neighbours(report, cases, kept, sets)
-
-
 def add_neighbours_command(sub: Any, fmt: dict[str, Any]) -> None:
     neighbours = sub.add_parser("neighbours", help="look at the neighbour databases eval grade --neighbours keeps",
                                 description="Neighbour databases of a suite's datasources (see eval grade "
@@ -173,8 +182,7 @@ def add_neighbours_command(sub: Any, fmt: dict[str, Any]) -> None:
     show.add_argument("number", type=int, metavar="N", help="the neighbour's number in its set (0 is the first kept)")
     show.add_argument("--suite", required=True, metavar="PATH", help="the suite the case belongs to")
     show.add_argument("--sql", default=None, help="a prediction to run there beside the gold")
-    show.add_argument("--neighbours", type=int, default=10, metavar="K", help="the set's K (as eval grade took it)")
-    show.add_argument("--neighbour-seed", type=int, default=1, metavar="N", help="the set's seed (as eval grade)")
+    add_neighbour_options(show, "grade")
     show.add_argument("--rows", type=int, default=20, metavar="N", help="rows shown per table (default 20)")
 
 
@@ -182,32 +190,35 @@ def cmd_neighbours(args: argparse.Namespace, config_path: Path) -> int:
     import sqlglot
     from sqlglot import exp
 
-    from nl2sql_assets.config import load_config
+    from nl2sql_assets.config import NeighbourSettings, load_config
     from nl2sql_assets.errors import UserError
-    from nl2sql_assets.evaluation.grading import gradable_cases
-    from nl2sql_assets.evaluation.neighbours import GoldQuery
-    from nl2sql_assets.evaluation.neighbours.distill import open_read_only, rows_or_none
-    from nl2sql_assets.evaluation.neighbours.store import neighbour_set
+    from nl2sql_assets.evaluation.neighbours.distill import rows_or_none
+    from nl2sql_assets.evaluation.neighbours.formats import format_of
+    from nl2sql_assets.evaluation.neighbours.store import neighbour_cases, project_sets, project_suites
     from nl2sql_assets.evaluation.suites.loader import load_suite
-    from nl2sql_assets.paths import warehouse_dir
+    from nl2sql_assets.paths import neighbours_dir
 
     config = load_config(config_path)
-    cases = gradable_cases(load_suite(args.suite))
-    case = next((c for c in cases if c.id == args.case), None)
-    if case is None or not case.sql:
-        raise UserError(f"{args.suite}: no case {args.case!r} with gold SQL to show")
+    suite = load_suite(args.suite)
+    case = next((c for c in neighbour_cases(suite) if c.id == args.case), None)
+    if case is None:
+        raise UserError(f"{args.suite}: no case {args.case!r} with gold SQL on one datasource to show")
     datasource = case.datasources[0]
-    golds = [GoldQuery(c.id, c.sql, c.order_matters, tuple(c.alt_sql)) for c in cases
-             if c.datasources[0] == datasource and c.sql]
-    made, paths = neighbour_set(config.datasource(datasource), golds, warehouse_dir(config.root) / "neighbours",
-                                keep=args.neighbours, seed=args.neighbour_seed)
+    settings = neighbour_settings(args, config) or NeighbourSettings()
+    name = suite.name or Path(args.suite).stem
+    kept = project_sets(config, project_suites(config, [(name, suite)]), settings, neighbours_dir(config.root),
+                        datasources=[datasource])[datasource]
+    paths = kept.paths
     if not 0 <= args.number < len(paths):
         raise UserError(f"neighbour {args.number}: the set of {datasource!r} keeps {len(paths)} "
                         f"(0 to {len(paths) - 1})")
     path = paths[args.number]
-    tables = sorted({t.name for t in sqlglot.parse_one(case.sql, read="sqlite").find_all(exp.Table) if t.name})
-    print(f"{case.id} on {path} (set {made.key} of {datasource!r}: {len(paths)} kept, seed {made.seed})")
-    adapter = open_read_only(path)
+    files = format_of(kept.engine)
+    tables = sorted({t.name for t in sqlglot.parse_one(case.sql or "", read=files.dialect).find_all(exp.Table)
+                     if t.name})
+    print(f"{case.id} on {path} (set {kept.manifest.key} of {datasource!r}: {len(paths)} kept, "
+          f"seed {kept.manifest.seed})")
+    adapter = files.open(path)
     try:
         for table in tables:
             out = rows_or_none(adapter, f'SELECT * FROM "{table}" LIMIT {int(args.rows) + 1}')

@@ -271,6 +271,9 @@ class GateSettings(StrictModel):
     max_regressions: Annotated[int, Field(ge=0)] = 2
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
     max_cost_increase: Annotated[float, Field(ge=0)] = 0.20
+    #: which verdict a case flips on: its execution match on the original database, or on the
+    #: original and every kept neighbour (a run with ``neighbours:``; elsewhere the original's)
+    verdict: Literal["original", "neighbours"] = "original"
 
 
 _Share = Annotated[float, Field(ge=0, le=1)]
@@ -307,6 +310,26 @@ class ThresholdSettings(StrictModel):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
+class NeighbourSettings(StrictModel):
+    """evals.yaml ``neighbours:``: grade every pass on neighbour databases too (test-suite
+    accuracy). Each datasource's set is made once from the suites' gold and kept while the
+    database, the gold and these settings are unchanged; records carry them, and changing one
+    starts a new series."""
+
+    count: Annotated[int, Field(ge=1, le=50)] = Field(default=10, description=(
+        "K: the most neighbours kept per datasource (fewer where fewer tell more near misses apart)"))
+    seed: int = Field(default=1, description="the seed the candidate neighbours are drawn from")
+    candidates: Annotated[int, Field(ge=1, le=200)] = Field(default=24, description=(
+        "candidate neighbours generated per datasource, of which distillation keeps at most count"))
+    max_rows: Annotated[int, Field(ge=1, le=5000)] = Field(default=200, description=(
+        "the most rows a table of a neighbour holds"))
+
+    def identity(self) -> dict[str, int]:
+        """What a neighbour-robust verdict depends on besides the data (a record's series)."""
+        return {"count": self.count, "seed": self.seed, "candidates": self.candidates,
+                "max_rows": self.max_rows}
+
+
 class EvalsConfig(StrictModel):
     suites: list[Path] = Field(default_factory=list)
     scorers: list[str] = Field(default_factory=lambda: list(DEFAULT_SCORERS))
@@ -321,6 +344,8 @@ class EvalsConfig(StrictModel):
     clarify: bool = False
     gate: GateSettings = Field(default_factory=GateSettings)
     thresholds: ThresholdSettings = Field(default_factory=ThresholdSettings)
+    #: grade every pass on neighbour databases too (None: on the original database only)
+    neighbours: NeighbourSettings | None = None
 
     # The file it was read from (None inline in nl2sql.yaml): later errors name it.
     #: the suite paths as the file writes them (for messages; ``suites`` holds them resolved)

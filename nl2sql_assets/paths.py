@@ -22,6 +22,11 @@ def schema_index_in(warehouse: str | Path) -> Path:
     return Path(warehouse) / "schema_index"
 
 
+def neighbours_dir(project_root: str | Path) -> Path:
+    """Each datasource's kept neighbour databases (``warehouse/neighbours/<datasource>/<key>/``)."""
+    return warehouse_dir(project_root) / "neighbours"
+
+
 def suite_cache_in(warehouse: str | Path) -> Path:
     """Parsed suites by file digest (``suites.cache``), inside a warehouse: a big suite is
     YAML-parsed once."""

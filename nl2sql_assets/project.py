@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nl2sql_assets.config import LLMConfig, ProjectConfig, load_config
+from nl2sql_assets.config import LLMConfig, NeighbourSettings, ProjectConfig, load_config
 from nl2sql_assets.engine.events import EventBus
 
 if TYPE_CHECKING:
@@ -32,6 +32,15 @@ def load_project_config(path: str | Path = "nl2sql.yaml") -> ProjectConfig:
 
         check_engine_entries(config)
     return config
+
+
+def _neighbour_request(value: NeighbourSettings | Mapping[str, Any] | bool | None) -> NeighbourSettings | bool | None:
+    """``neighbours=`` as the run request takes it: settings, False, or None (evals.yaml's)."""
+    if value is True:
+        return NeighbourSettings()
+    if value is None or value is False or isinstance(value, NeighbourSettings):
+        return value
+    return NeighbourSettings.model_validate(dict(value))
 
 
 class Project:
@@ -141,6 +150,7 @@ class Evals:
         extra_scorers: Mapping[str, type] | None = None,
         workers: int | None = None,
         engines: Mapping[str, Mapping[str, Any]] | None = None,
+        neighbours: NeighbourSettings | Mapping[str, Any] | bool | None = None,
     ) -> EvalReport:
         """Run the suites (evals.yaml's by default); ``budget`` shares the dollar cap with other runs.
 
@@ -152,7 +162,9 @@ class Evals:
         their summaries reach the report. ``workers`` shards the case runs over that many
         processes (``running.shards``; None: up to two on big runs of a mode that spends nothing).
         ``engines`` (name -> engine entry, e.g. ``{"kind": "http", "url": ...}``) are asked
-        through the engine contract, each a config of mode full."""
+        through the engine contract, each a config of mode full. ``neighbours`` grades every
+        pass on neighbour databases too: settings (or a mapping of them), True for the defaults,
+        False for none; None takes evals.yaml's ``neighbours:``."""
         from nl2sql_assets.evaluation.running import RunRequest
 
         registry = None
@@ -166,6 +178,7 @@ class Evals:
             suites=suites, mode=mode, llm=llm, cases=cases, roles=roles, scorers=scorers, curated=curated,
             passes=passes, pass_numbers=pass_numbers, max_cost_usd=max_cost_usd, clarify=clarify, workers=workers,
             engines={name: dict(entry) for name, entry in engines.items()} if engines is not None else None,
+            neighbours=_neighbour_request(neighbours),
         )
         return self.run_request(request, on_case=on_case, budget=budget, scorers=registry)
 

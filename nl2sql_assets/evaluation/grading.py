@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nl2sql_assets.config import DatasourceConfig
+from nl2sql_assets.config import DatasourceConfig, NeighbourSettings, ProjectConfig
 from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.judging.comparison import comparator_settings
 from nl2sql_assets.evaluation.judging.stats import Rate
@@ -336,39 +336,47 @@ def _report(suite: EvalSuite, name: str, grades: list[CaseGrade], workers: int, 
 EVIDENCE_ROWS = 20
 
 
-def grade_on_neighbours(report: GradeReport, cases: Sequence[EvalCase], neighbours: dict[str, list[Path]],
-                        sets: Sequence[Any]) -> GradeReport:
-    """``report`` with each strict pass graded on its datasource's kept neighbours too: the
-    neighbour-robust rate beside the original's, and the evidence of every pass a neighbour overturns."""
-    from nl2sql_assets.evaluation.neighbours.verdict import NeighbourJudge
+def grade_on_neighbours(report: GradeReport, suite: EvalSuite, cases: Sequence[EvalCase],
+                        config: ProjectConfig, settings: NeighbourSettings | None = None, *,
+                        suite_name: str | None = None) -> GradeReport:
+    """``report`` with each strict pass graded on its datasource's kept neighbours too (built
+    under the project's warehouse once, then read back): the neighbour-robust rate beside the
+    original's, and the evidence of every pass a neighbour overturns."""
+    from nl2sql_assets.evaluation.neighbours.store import project_sets, project_suites
+    from nl2sql_assets.paths import neighbours_dir
 
+    settings = settings or NeighbourSettings()
+    name = suite_name or suite.name or "suite"
+    sets = project_sets(config, project_suites(config, [(name, suite)]), settings, neighbours_dir(config.root),
+                        datasources={c.datasources[0] for c in cases})
     by_id = {c.id: c for c in cases}
     graded: list[CaseGrade] = []
-    judges = {datasource: NeighbourJudge(paths) for datasource, paths in neighbours.items()}
+    judges = {datasource: kept.judge() for datasource, kept in sets.items()}
     try:
         for g in report.cases:
-            graded.append(_on_neighbours(g, by_id[g.case_id], neighbours.get(g.datasource), judges.get(g.datasource)))
+            kept = sets.get(g.datasource)
+            graded.append(_on_neighbours(g, by_id[g.case_id], name, kept.paths if kept else None,
+                                         judges.get(g.datasource)))
     finally:
         for judge in judges.values():
             judge.close()
     robust = sum(1 for g in graded if g.neighbour_robust is not None and g.neighbour_robust.passed)
     return report.model_copy(update={
         "cases": graded, "execution_neighbours": Rate.of(robust, len(graded)),
-        "neighbour_sets": [s.model_dump() for s in sets],
+        "neighbour_sets": [{**kept.manifest.model_dump(), "folder": str(kept.home)} for kept in sets.values()],
     })
 
 
-def _on_neighbours(g: CaseGrade, case: EvalCase, kept: list[Path] | None, judge: Any) -> CaseGrade:
+def _on_neighbours(g: CaseGrade, case: EvalCase, suite_name: str, kept: list[Path] | None, judge: Any) -> CaseGrade:
     """One case's grade with its neighbour-robust verdict (and the evidence of an overturn)."""
-    from nl2sql_assets.evaluation.neighbours import FAILS_ON_NEIGHBOUR, GoldQuery
+    from nl2sql_assets.evaluation.neighbours import FAILS_ON_NEIGHBOUR, gold_query
 
     if not g.strict.passed:
         return g.model_copy(update={"neighbour_robust": g.strict})
     if not kept or not g.sql:
         return g.model_copy(update={"neighbour_robust": Verdict(passed=True, reason="match",
                                                                 message="no neighbours kept for its datasource")})
-    gold = GoldQuery(case.id, case.sql or "", case.order_matters, tuple(case.alt_sql))
-    outcome = judge.overturn(gold, g.sql)
+    outcome = judge.overturn(gold_query(case, suite_name), g.sql)
     if outcome.passed:
         return g.model_copy(update={"neighbour_robust": Verdict(
             passed=True, reason="match", message=f"matches on the original and {len(kept)} neighbour(s)")})

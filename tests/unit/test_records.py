@@ -137,9 +137,9 @@ def test_git_fields_are_unknown_without_git(monkeypatch: pytest.MonkeyPatch, tmp
 
 def test_series_key() -> None:
     plans = records_from_report(report())[0]
-    assert series_key(plans) == ("plans", ("d" * 64,), ("fp-chinook",), (), None)
+    assert series_key(plans) == ("plans", ("d" * 64,), ("fp-chinook",), (), None, None)
     full = report(mode="full")
-    assert series_key(full) == ("full", ("d" * 64,), ("fp-chinook",), ("analyst",), True)
+    assert series_key(full) == ("full", ("d" * 64,), ("fp-chinook",), ("analyst",), True, None)
     assert series_key(records_from_report(full)[0]) == series_key(full)
 
 

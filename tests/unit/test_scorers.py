@@ -29,7 +29,7 @@ from nl2sql_assets.evaluation.judging.scorers import (
     case_status,
     score_run,
 )
-from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
+from nl2sql_assets.evaluation.running.scorers import BUILTINS, ScorerError, ScorerRegistry
 from nl2sql_assets.evaluation.suites import EvalCase
 
 # ---------------------------------------------------------------- building blocks
@@ -383,17 +383,19 @@ class FromTheFuture(Fast):
 
 def test_registry_lists_the_builtins_in_order() -> None:
     registry = ScorerRegistry.builtins()
-    assert registry.names() == ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing"]
-    assert set(BUILTIN_SCORERS) == set(registry.names())
-    for cls in BUILTIN_SCORERS.values():
+    assert registry.names() == ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing",
+                                "neighbour_match"]
+    assert set(BUILTINS) == set(registry.names()) == {*BUILTIN_SCORERS, "neighbour_match"}
+    for cls in BUILTINS.values():
         assert cls.interface_version == 1
 
 
 @pytest.mark.parametrize(
     ("mode", "built"),
     [
-        ("plans", ["result_match", "policy", "outcome"]),
-        ("full", ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing"]),
+        ("plans", ["result_match", "policy", "outcome", "neighbour_match"]),
+        ("full", ["result_match", "policy", "outcome", "faithfulness", "retrieval_recall", "routing",
+                  "neighbour_match"]),
         ("retrieval", ["retrieval_recall", "routing"]),
     ],
 )
@@ -481,7 +483,7 @@ def test_default_discovers_entry_points(monkeypatch: pytest.MonkeyPatch) -> None
     asked = _fake_entry_points(monkeypatch, [_EntryPoint(name="fast", value="my_pkg.scorers:Fast", target=Fast)])
     registry = ScorerRegistry.default()
     assert asked == ["nl2sql.scorers"]
-    assert registry.names() == [*BUILTIN_SCORERS, "fast"]
+    assert registry.names() == [*BUILTINS, "fast"]
     assert isinstance(registry.build(["fast"], "full")["fast"], Fast)
 
 

@@ -44,11 +44,11 @@ def gate(report: EvalReport, baseline: EvalReport | BenchmarkRecord | str | Path
 def _baseline(item: EvalReport | BenchmarkRecord) -> Baseline:
     if isinstance(item, EvalReport):
         return Baseline.of_report(item)
-    mode, digests, fingerprints, _, _ = series_key(item)
+    mode, digests, fingerprints, _, _, neighbours = series_key(item)
     return Baseline(label=f"record {item.config.name} ({item.recorded_at:%Y-%m-%d})", mode=mode, digests=digests,
                     fingerprints=fingerprints, roles=tuple(sorted(item.roles)), curated=item.curated,
                     boards={item.config.name: item.scoreboard}, incomplete=item.incomplete,
-                    suites={d.digest: d.name for d in item.datasets})
+                    suites={d.digest: d.name for d in item.datasets}, neighbours=neighbours)
 
 
 # ---------------------------------------------------------------- finding the baseline

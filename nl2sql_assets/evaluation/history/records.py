@@ -30,7 +30,7 @@ from nl2sql_assets.evaluation.reporting.board import (
     PassK,
 )
 from nl2sql_assets.evaluation.running.modes import ModeName, get_mode
-from nl2sql_assets.evaluation.running.results import CaseRecord, DatabaseRef
+from nl2sql_assets.evaluation.running.results import CaseRecord, DatabaseRef, NeighbourRun
 from nl2sql_assets.evaluation.running.scorers import scorer_class
 from nl2sql_assets.llm.calls import TokenSource, Usage
 from nl2sql_assets.redact import redact
@@ -119,6 +119,9 @@ class BenchmarkRecord(StrictModel):
     metrics: Metrics
     scoreboard: Board
     comparator_version: int = 1
+    #: the neighbour databases every pass was also graded on (settings, versions, each set's key);
+    #: part of the series: another seed, K or generator starts a new one
+    neighbours: NeighbourRun | None = Field(default=None, exclude_if=lambda v: v is None)
     # What was run and measured, hashed (``run_digest``): the same report is never recorded twice.
     run_digest: str | None = None
 
@@ -154,12 +157,13 @@ def database_id(databases: list[DatabaseRef]) -> str:
     return "-".join(ids) if ids else UNKNOWN
 
 
-SeriesKey = tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], bool | None]
+SeriesKey = tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...], bool | None, tuple[Any, ...] | None]
 
 
 def series_key(item: BenchmarkRecord | EvalReport) -> SeriesKey:
-    """What makes two runs comparable: mode, suite digests, schema fingerprints and what the mode
-    adds (mode full: the roles and whether curated answers were on)."""
+    """What makes two runs comparable: mode, suite digests, schema fingerprints, what the mode
+    adds (mode full: the roles and whether curated answers were on) and the neighbour settings
+    the passes were also graded on (None: none)."""
     if isinstance(item, BenchmarkRecord):
         mode, digests = item.kind, [d.digest for d in item.datasets]
         fingerprints = [d.schema_fingerprint for d in item.databases]
@@ -167,7 +171,8 @@ def series_key(item: BenchmarkRecord | EvalReport) -> SeriesKey:
         mode, digests = item.mode, [s.digest for s in item.suites]
         fingerprints = [d.schema_fingerprint for d in item.databases]
     roles, curated = get_mode(mode).series_of(item.roles, item.curated)
-    return mode, tuple(sorted(digests)), tuple(sorted(fingerprints)), roles, curated
+    neighbours = item.neighbours.series() if item.neighbours is not None else None
+    return mode, tuple(sorted(digests)), tuple(sorted(fingerprints)), roles, curated, neighbours
 
 
 # ---------------------------------------------------------------- from a report
@@ -223,6 +228,7 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
         ),
         scoreboard=compact_board(board),
         comparator_version=report.comparator_version,
+        neighbours=report.neighbours,
     )
     return record.model_copy(update={"run_digest": run_digest(record)})
 

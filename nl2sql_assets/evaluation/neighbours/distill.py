@@ -3,37 +3,53 @@
 Each gold query's mutants (``mutants``) run on the original database and on every candidate
 neighbour. A mutant is *separated* where its rows differ from the gold's and every reviewed
 alternative's under the product's own strict comparator (order counting where the case says it
-does), or where it fails and the gold does not. The original separates some already; of the rest, the neighbours are chosen greedily,
-each the one that separates the most not yet separated (set cover, as test-suite distillation
-does), up to K. A mutant that no candidate separates is *possibly equivalent*: reported, never
-counted as a miss.
+does), or where it fails and the gold does not. The original separates some already; of the rest,
+the neighbours are chosen greedily, each the one that separates the most not yet separated (set
+cover, as test-suite distillation does), up to K. A mutant that no candidate separates is
+*possibly equivalent*: reported, never counted as a miss.
+
+The databases are independent of each other, so they are spread over worker processes (one per
+core); each gives back what it separates and every gold's accepted rows there, which the kept
+neighbours' sidecar stores (``store``), so a gold is never run twice on one neighbour.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nl2sql_assets.config import DatasourceConfig
 from nl2sql_assets.evaluation.judging.comparison import compare_results
+from nl2sql_assets.evaluation.neighbours.formats import format_of
 from nl2sql_assets.evaluation.neighbours.mutants import Mutant, mutants
 
-#: Rows read from a mutant or gold per database: enough to tell results apart, never a flood.
-ROW_LIMIT = 2000
-TIMEOUT_S = 5.0
+#: Rows of each accepted answer on one database: the gold's first, then each alternative's (None
+#: for one that fails there); None where the gold itself fails (the database tells nothing of the case).
+Accepted = list[list[list[Any]] | None] | None
+#: below this many candidate databases a worker pool costs more than it saves
+POOL_THRESHOLD = 4
 
 
 @dataclass(frozen=True)
 class GoldQuery:
     """One case's gold SQL and its reviewed alternatives (each an accepted answer), as
-    distillation and grading need them."""
+    distillation and grading need them. ``key`` names it in messages; ``digest`` is what it asks
+    (SQL, order rule, alternatives), the same for two cases that ask the same."""
 
     key: str
     sql: str
     order_matters: bool = False
     alternatives: tuple[str, ...] = ()
+
+    @property
+    def digest(self) -> str:
+        text = json.dumps([self.sql, self.order_matters, list(self.alternatives)])
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass
@@ -48,6 +64,8 @@ class Distillation:
     by_neighbour: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
     #: pairs no database separates: possibly equivalent to their gold
     possibly_equivalent: set[tuple[str, int]] = field(default_factory=set)
+    #: each gold's accepted rows (by gold digest) on the original, then on each candidate
+    accepted: list[dict[str, Accepted]] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -62,12 +80,9 @@ class Distillation:
         return self.total - len(self.possibly_equivalent)
 
 
-def open_read_only(path: Path) -> Any:
-    """The product's own read-only SQLite access (row limit, a timeout that interrupts)."""
-    from nl2sql_assets.datasources.sqlite import SqliteAdapter
-
-    config = DatasourceConfig(id="neighbour", engine="sqlite", path=path, row_limit=ROW_LIMIT, timeout_s=TIMEOUT_S)
-    return SqliteAdapter(config, keep_open=True)
+def open_read_only(path: Path, engine: str = "sqlite") -> Any:
+    """The product's own read-only access to a database file (row limit, a timeout that interrupts)."""
+    return format_of(engine).open(path)
 
 
 def rows_or_none(adapter: Any, sql: str) -> list[list[Any]] | None:
@@ -80,60 +95,81 @@ def rows_or_none(adapter: Any, sql: str) -> list[list[Any]] | None:
         return None
 
 
-def accepted_rows(adapter: Any, gold: GoldQuery) -> list[list[list[Any]]] | None:
-    """The rows of each accepted answer on one database: the gold's first, then each alternative
-    that runs there; None when the gold itself fails (the database tells nothing of the case)."""
+def accepted_rows(adapter: Any, gold: GoldQuery) -> Accepted:
+    """The rows of each accepted answer on one database: the gold's first, then each alternative's
+    (None for one that fails there); None when the gold itself fails (the database tells nothing
+    of the case)."""
     gold_rows = rows_or_none(adapter, gold.sql)
     if gold_rows is None:
         return None
-    others = (rows_or_none(adapter, sql) for sql in gold.alternatives)
-    return [gold_rows, *(rows for rows in others if rows is not None)]
+    return [gold_rows, *(rows_or_none(adapter, sql) for sql in gold.alternatives)]
 
 
-def tells_apart(gold: GoldQuery, accepted: list[list[list[Any]]] | None, other: list[list[Any]] | None) -> bool:
+def tells_apart(gold: GoldQuery, accepted: Accepted, other: list[list[Any]] | None) -> bool:
     """Whether other SQL's rows (None: it failed) match none of the accepted answers' rows under
     the strict comparator (a database where the gold fails tells nothing apart)."""
     if accepted is None:
         return False
     if other is None:
         return True
-    return not any(compare_results(rows, other, gold.order_matters) for rows in accepted)
+    return not any(rows is not None and compare_results(rows, other, gold.order_matters) for rows in accepted)
 
 
-def separations(golds: Sequence[GoldQuery], made: dict[str, list[Mutant]], database: Path) -> set[tuple[str, int]]:
-    """The (gold key, mutant index) pairs ``database`` separates."""
-    adapter = open_read_only(database)
+def separations(golds: Sequence[GoldQuery], made: dict[str, list[Mutant]], database: Path,
+                engine: str = "sqlite") -> tuple[set[tuple[str, int]], dict[str, Accepted]]:
+    """The (gold key, mutant index) pairs ``database`` separates, and each gold's accepted rows there."""
+    adapter = open_read_only(database, engine)
     try:
         out: set[tuple[str, int]] = set()
+        rows: dict[str, Accepted] = {}
         for gold in golds:
-            accepted = accepted_rows(adapter, gold)
+            accepted = rows[gold.digest] = accepted_rows(adapter, gold)
             if accepted is None:
                 continue
             for i, mutant in enumerate(made[gold.key]):
                 if tells_apart(gold, accepted, rows_or_none(adapter, mutant.sql)):
                     out.add((gold.key, i))
-        return out
+        return out, rows
     finally:
         adapter.close()
 
 
-def distill(golds: Sequence[GoldQuery], original: Path, candidates: Sequence[Path], keep: int,
-            dialect: str = "sqlite") -> Distillation:
-    """Keep at most ``keep`` of ``candidates`` (greedy set cover over the mutants the original
-    does not separate already). Gold queries asked the same way (SQL, order rule, alternatives)
-    are distilled once: copies of a case add nothing to tell apart."""
-    unique: dict[tuple[str, bool, tuple[str, ...]], GoldQuery] = {}
+def _separations_task(task: tuple[Sequence[GoldQuery], dict[str, list[Mutant]], Path, str]
+                      ) -> tuple[set[tuple[str, int]], dict[str, Accepted]]:
+    return separations(*task)
+
+
+def distinct_golds(golds: Sequence[GoldQuery]) -> list[GoldQuery]:
+    """Gold queries asked the same way (SQL, order rule, alternatives) once: copies of a case add
+    nothing to tell apart."""
+    unique: dict[str, GoldQuery] = {}
     for gold in golds:
-        unique.setdefault((gold.sql, gold.order_matters, gold.alternatives), gold)
-    golds = list(unique.values())
+        unique.setdefault(gold.digest, gold)
+    return list(unique.values())
+
+
+def distill(golds: Sequence[GoldQuery], original: Path, candidates: Sequence[Path], keep: int,
+            engine: str = "sqlite", *, workers: int | None = None) -> Distillation:
+    """Keep at most ``keep`` of ``candidates`` (greedy set cover over the mutants the original
+    does not separate already). ``workers``: processes for the databases (None: one per core)."""
+    golds = distinct_golds(golds)
+    dialect = format_of(engine).dialect
     made = {g.key: mutants(g.sql, dialect=dialect) for g in golds}
     universe = {(g.key, i) for g in golds for i in range(len(made[g.key]))}
-    on_original = separations(golds, made, original)
+    databases = [original, *candidates]
+    tasks = [(golds, made, path, engine) for path in databases]
+    workers = max(1, workers if workers is not None else min(os.cpu_count() or 1, len(databases)))
+    if workers == 1 or len(candidates) < POOL_THRESHOLD:
+        found = [_separations_task(task) for task in tasks]
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            found = list(pool.map(_separations_task, tasks))
+    on_original = found[0][0]
     left = universe - on_original
-    covers = [separations(golds, made, path) & left for path in candidates]
+    covers = [separated & left for separated, _ in found[1:]]
     reachable = set().union(*covers) if covers else set()
-    result = Distillation(kept=[], mutants=made, on_original=on_original,
-                          possibly_equivalent=left - reachable)
+    result = Distillation(kept=[], mutants=made, on_original=on_original, possibly_equivalent=left - reachable,
+                          accepted=[rows for _, rows in found])
     uncovered = set(reachable)
     while uncovered and len(result.kept) < keep:
         best = max((i for i in range(len(candidates)) if i not in result.kept),

@@ -1,9 +1,10 @@
-"""Neighbour databases of a SQLite datasource: the same tables, types and constraints (its own
-CREATE statements), a few hundred rows a table at most, drawn from the real rows and pushed to the
-edges that near-miss SQL falls over: values on and beside each column's boundaries and the gold's
-own literals, duplicated rows, ties, empty strings, NULL where a column allows it, one-row and
-empty tables. Primary keys stay unique, foreign keys point at rows that are there, NOT NULL holds
-(the database itself refuses a row that breaks one, and such a row is left out).
+"""Neighbour databases of a SQLite or DuckDB datasource: the same tables, types and constraints
+(its own CREATE statements), a few hundred rows a table at most, drawn from the real rows and
+pushed to the edges that near-miss SQL falls over: values on and beside each column's boundaries
+and the gold's own literals, duplicated rows, ties, empty strings, NULL where a column allows it,
+one-row and empty tables. Primary keys stay unique, foreign keys point at rows that are there,
+NOT NULL and CHECK hold (the database itself refuses a row that breaks one, and such a row is
+left out). Reading and writing the files is the engine's ``formats`` object.
 
 Deterministic: the same source, seed and literals give byte-for-byte the same files. Each file is
 written whole (a temporary file renamed) and left read-only.
@@ -11,111 +12,59 @@ written whole (a temporary file renamed) and left read-only.
 
 from __future__ import annotations
 
-import os
+import datetime as dt
+import decimal
 import random
 import re
-import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nl2sql_assets.evaluation.neighbours.formats import Column, Source, Table, format_of, shifted
+
 #: Bumped whenever the same inputs could give other databases: part of what a neighbour's rows depend on.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 #: The kinds of neighbour, dealt in turn: each leans on one way near-miss SQL is told apart.
 FLAVOURS = ("sample", "boundaries", "duplicates", "nulls", "tiny", "sample", "boundaries", "ties")
 
 
-@dataclass
-class Column:
-    name: str
-    type: str
-    not_null: bool
-    primary_key: bool
-
-    @property
-    def numeric(self) -> bool:
-        t = self.type.upper()
-        return any(word in t for word in ("INT", "REAL", "NUM", "DEC", "FLOA", "DOUB"))
-
-    @property
-    def integer(self) -> bool:
-        return "INT" in self.type.upper()
-
-
-@dataclass
-class Table:
-    name: str
-    create_sql: str
-    columns: list[Column]
-    #: column -> (parent table, parent column)
-    references: dict[str, tuple[str, str]] = field(default_factory=dict)
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
-
-    def index(self, column: str) -> int:
-        return next(i for i, c in enumerate(self.columns) if c.name.lower() == column.lower())
-
-
-def read_source(path: Path, max_rows: int) -> tuple[list[Table], list[str]]:
-    """The tables of a SQLite file, parents before children, each with up to ``max_rows`` of its
-    rows (the first by rowid: a fixed sample); and its other objects' CREATE statements (indexes,
-    views, triggers)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        others = [sql for (sql,) in conn.execute(
-            "SELECT sql FROM sqlite_master WHERE type IN ('index', 'view', 'trigger') AND sql IS NOT NULL "
-            "ORDER BY CASE type WHEN 'index' THEN 0 WHEN 'view' THEN 1 ELSE 2 END, name")]
-        tables: dict[str, Table] = {}
-        for name, create_sql in conn.execute(
-                "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"):
-            columns = [Column(r[1], r[2] or "", bool(r[3]), bool(r[5]))
-                       for r in conn.execute(f'PRAGMA table_info("{name}")')]
-            table = Table(name, create_sql, columns)
-            for r in conn.execute(f'PRAGMA foreign_key_list("{name}")'):
-                parent, child_col, parent_col = r[2], r[3], r[4]
-                table.references[child_col] = (parent, parent_col or "rowid")
-            table.rows = [tuple(row) for row in conn.execute(f'SELECT * FROM "{name}" LIMIT {int(max_rows)}')]
-            tables[name] = table
-    finally:
-        conn.close()
-    return _parents_first(tables), others
-
-
-def _parents_first(tables: Mapping[str, Table]) -> list[Table]:
-    done: list[Table] = []
-    seen: set[str] = set()
-
-    def visit(name: str, path: tuple[str, ...]) -> None:
-        if name in seen or name not in tables or name in path:
-            return
-        for parent, _ in tables[name].references.values():
-            visit(parent, (*path, name))
-        seen.add(name)
-        done.append(tables[name])
-
-    for name in sorted(tables):
-        visit(name, ())
-    return done
-
-
 def _edges(values: Sequence[Any], column: Column, literals: Sequence[Any]) -> list[Any]:
     """The values near-miss SQL is told apart on: the column's min and max and one beside each,
-    the gold's literals and one beside each (numbers), an empty string and a repeated value (text)."""
+    the gold's literals and one beside each (numbers; dates and times, as DuckDB gives them), an
+    empty string and a repeated value (text)."""
     present = [v for v in values if v is not None]
+    numbers = [v for v in present if isinstance(v, int | float | decimal.Decimal) and not isinstance(v, bool)]
+    moments = [v for v in present if isinstance(v, dt.date)]
     out: list[Any] = []
-    if column.numeric:
-        numbers = [v for v in present if isinstance(v, int | float)]
-        shown = [v for v in literals if isinstance(v, int | float)]
-        for v in [*(([min(numbers), max(numbers)]) if numbers else []), *shown]:
-            out += [v, v - 1, v + 1]
-        if column.integer:
-            out = [int(v) for v in out]
-    else:
-        texts = [v for v in present if isinstance(v, str)]
-        out += [f for f in (_in_format(v, texts) for v in literals if isinstance(v, str)) if f is not None]
-        out += [""] if not column.not_null else []
-        out += present[:1]
+    if column.numeric or (numbers and len(numbers) == len(present)):
+        shown = [v for v in literals if isinstance(v, int | float) and not isinstance(v, bool)]
+        for v in [*([min(numbers), max(numbers)] if numbers else []), *shown]:
+            out += [v, shifted(v, -1), shifted(v, 1)]
+        if column.checked and numbers:  # a CHECK would refuse the row: stay within the real range
+            out = [v for v in out if min(numbers) <= v <= max(numbers)]
+        return [int(v) for v in out] if column.integer else out
+    if moments and len(moments) == len(present) and len({type(v) for v in moments}) == 1:
+        kind = type(moments[0])
+        shown = [m for m in (_moment(v, kind) for v in literals) if m is not None]
+        for v in [min(moments), max(moments), *shown]:
+            out += [v, shifted(v, -1), shifted(v, 1)]
+        return [v for v in out if min(moments) <= v <= max(moments)] if column.checked else out
+    texts = [v for v in present if isinstance(v, str)]
+    out += [f for f in (_in_format(v, texts) for v in literals if isinstance(v, str)) if f is not None]
+    out += [""] if not column.not_null and len(texts) == len(present) else []
+    out += present[:1]
     return out
+
+
+def _moment(literal: Any, kind: type) -> Any:
+    """A string literal read as the column's date or timestamp (None where it reads as neither)."""
+    if not isinstance(literal, str):
+        return None
+    try:
+        value = dt.datetime.fromisoformat(literal)
+    except ValueError:
+        return None
+    return value if kind is dt.datetime else value.date() if kind is dt.date else None
 
 
 def _shape(text: str) -> str:
@@ -211,53 +160,31 @@ def _repoint(table: Table, rows: list[list[Any]], kept: Mapping[str, list[tuple[
                 row[i] = rng.choice(pool) if pool else None
 
 
-def write_neighbour(tables: list[Table], others: Sequence[str], rows: Mapping[str, list[tuple[Any, ...]]],
-                    path: Path) -> Path:
-    """A SQLite file of ``tables``' schema holding ``rows``; rows a constraint refuses are left out."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.unlink(missing_ok=True)
-    conn = sqlite3.connect(temporary)
-    try:
-        conn.execute("PRAGMA foreign_keys = ON")
-        for table in tables:
-            conn.execute(table.create_sql)
-        for sql in others:  # indexes first: a UNIQUE one refuses a row as the table's own keys do
-            if sql.lstrip().upper().startswith(("CREATE INDEX", "CREATE UNIQUE INDEX")):
-                conn.execute(sql)
-        for table in tables:
-            marks = ", ".join("?" for _ in table.columns)
-            for row in rows.get(table.name, ()):
-                try:
-                    conn.execute(f'INSERT INTO "{table.name}" VALUES ({marks})', row)
-                except sqlite3.IntegrityError:
-                    continue  # a key taken twice, a NULL where none is allowed: the database says no
-        for sql in others:  # views and triggers once the rows are in (no trigger fires on them)
-            if not sql.lstrip().upper().startswith(("CREATE INDEX", "CREATE UNIQUE INDEX")):
-                conn.execute(sql)
-        conn.commit()
-    finally:
-        conn.close()
-    temporary.chmod(0o444)
-    os.replace(temporary, path)
-    return path
-
-
 def generate_neighbours(source: Path, folder: Path, count: int, seed: int, *, max_rows: int = 200,
-                        literals: Mapping[str, Sequence[Any]] | None = None) -> list[Path]:
-    """``count`` neighbours of the SQLite file ``source`` in ``folder`` (``neighbour_00.sqlite``,
-    ...). ``literals``: column name (lower case) -> values the gold SQL compares it with."""
-    tables, others = read_source(source, max_rows)
+                        literals: Mapping[str, Sequence[Any]] | None = None, engine: str = "sqlite",
+                        read: Source | None = None) -> list[Path]:
+    """``count`` neighbours of the database file ``source`` (``engine``: sqlite or duckdb) in
+    ``folder`` (``neighbour_00.sqlite``, ...). ``literals``: column name (lower case) -> values the
+    gold SQL compares it with; ``read``: the source as ``formats`` reads it, where the caller has it."""
+    files = format_of(engine)
+    tables = read if read is not None else files.read(source, max_rows)
     paths = []
     for n in range(count):
-        rng = random.Random(f"{GENERATOR_VERSION}:{seed}:{n}")
-        rows = _neighbour_rows(tables, FLAVOURS[n % len(FLAVOURS)], rng, max_rows, literals or {})
-        target = folder / f"neighbour_{n:02d}.sqlite"
-        if target.exists():
-            target.chmod(0o644)
-            target.unlink()
-        paths.append(write_neighbour(tables, others, rows, target))
+        paths.append(write_one(tables, folder, n, seed, max_rows, literals or {}, engine))
     return paths
+
+
+def write_one(source: Source, folder: Path, n: int, seed: int, max_rows: int,
+              literals: Mapping[str, Sequence[Any]], engine: str) -> Path:
+    """Neighbour ``n`` of a set: its rows drawn from its own random stream, its file written."""
+    files = format_of(engine)
+    rng = random.Random(f"{GENERATOR_VERSION}:{seed}:{n}")
+    rows = _neighbour_rows(source.tables, FLAVOURS[n % len(FLAVOURS)], rng, max_rows, literals)
+    target = folder / f"neighbour_{n:02d}{files.suffix}"
+    if target.exists():
+        target.chmod(0o644)
+        target.unlink()
+    return files.write(source, rows, target)
 
 
 def gold_literals(sqls: Sequence[str], dialect: str = "sqlite") -> dict[str, list[Any]]:

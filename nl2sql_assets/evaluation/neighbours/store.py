@@ -1,10 +1,15 @@
 """A datasource's kept neighbours for a set of gold queries, built once and reused.
 
 The set lives in ``<folder>/<datasource>/<key>/`` (a project's ``warehouse/neighbours/``): the kept
-files and ``manifest.json`` saying how they were made and what they separate. The key is a digest of
-everything the files depend on (the database file's bytes, the gold queries, the count, seed and
-sizes, the generator's version), so a changed suite or database builds a new set and an unchanged
+files, ``manifest.json`` saying how they were made and what they separate, and ``golds.json``
+holding every gold's accepted rows on each kept neighbour (computed while distilling, so a gold
+never runs twice on a neighbour) with what its mutants gave. The key is a digest of everything
+the files depend on (the database file's bytes, the gold queries, the settings, the generator's
+and the comparator's versions), so a changed suite or database builds a new set and an unchanged
 one is read back. A set is built in a temporary folder and renamed into place whole.
+
+``project_sets`` is the one entry the CLI, the runner and the Dagster assets use: the gold of
+every suite the project runs, grouped by datasource, each datasource's set built or read back.
 """
 
 from __future__ import annotations
@@ -15,17 +20,39 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from nl2sql_assets.config import DatasourceConfig
+from nl2sql_assets.config import DatasourceConfig, NeighbourSettings, ProjectConfig
 from nl2sql_assets.errors import UserError
-from nl2sql_assets.evaluation.neighbours.distill import GoldQuery, distill
+from nl2sql_assets.evaluation.judging.comparison import COMPARATOR_VERSION, compare_results
+from nl2sql_assets.evaluation.neighbours.distill import Distillation, GoldQuery, distill, distinct_golds
+from nl2sql_assets.evaluation.neighbours.formats import FORMATS, format_of
 from nl2sql_assets.evaluation.neighbours.generate import GENERATOR_VERSION, generate_neighbours, gold_literals
 
+if TYPE_CHECKING:
+    from nl2sql_assets.evaluation.neighbours.verdict import NeighbourJudge
+    from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite
+
 MANIFEST = "manifest.json"
+GOLDS = "golds.json"
+
+
+class NeighbourFile(BaseModel):
+    """One kept neighbour: its file, its rows per table and its size."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    rows: dict[str, int]
+    bytes: int
+    #: mutants it separates that the original and the neighbours kept before it did not
+    separates: int = 0
 
 
 class NeighbourSet(BaseModel):
@@ -34,23 +61,89 @@ class NeighbourSet(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     datasource: str
+    engine: str = "sqlite"
     key: str
     generator_version: int
+    comparator_version: int = COMPARATOR_VERSION
     seed: int
     keep: int
     candidates: int
     max_rows: int
     kept: list[str]  # file names, in the order distillation chose them
+    files: list[NeighbourFile] = Field(default_factory=list)
     gold_queries: int
     mutants: int
     separated_on_original: int
     separated: int
     separable: int
     possibly_equivalent: int
+    #: possibly equivalent mutants by the rule that made them
+    possibly_equivalent_by_rule: dict[str, int] = Field(default_factory=dict)
     seconds: float
+    generation_s: float = 0.0
+    distillation_s: float = 0.0
 
     def paths(self, folder: Path) -> list[Path]:
         return [folder / name for name in self.kept]
+
+    @property
+    def separated_share(self) -> float | None:
+        """Separated of separable (None: nothing to separate)."""
+        return self.separated / self.separable if self.separable else None
+
+
+class GoldOnNeighbours(BaseModel):
+    """One gold query on the set: its accepted rows on each kept neighbour (None where the gold
+    fails there), what its mutants gave, and whether any database told its result apart."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    rows: list[list[list[list[Any]] | None] | None]
+    mutants: int = 0
+    separated: int = 0
+    possibly_equivalent: list[str] = Field(default_factory=list)  # the mutants' SQL
+    #: the gold's rows were the same on the original and on every candidate neighbour
+    same_everywhere: bool = False
+    #: alternative index (0-based) -> the first kept neighbour on which it disagrees with the gold
+    alternatives_disagree: dict[int, int] = Field(default_factory=dict)
+    #: the first kept neighbour on which the gold fails (a database that tells nothing of the case)
+    fails_on: int | None = None
+
+
+@dataclass
+class KeptSet:
+    """A datasource's kept neighbours as stored: the manifest, the folder, the golds' sidecar."""
+
+    manifest: NeighbourSet
+    home: Path
+    _golds: dict[str, GoldOnNeighbours] | None = field(default=None, repr=False)
+
+    @property
+    def paths(self) -> list[Path]:
+        return self.manifest.paths(self.home)
+
+    @property
+    def engine(self) -> str:
+        return self.manifest.engine
+
+    @cached_property
+    def golds(self) -> dict[str, GoldOnNeighbours]:
+        """Gold digest -> the gold on the set (read from the sidecar on first use)."""
+        if self._golds is not None:
+            return self._golds
+        path = self.home / GOLDS
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{path}: cannot read the neighbours' gold rows ({exc}); delete {self.home} "
+                            "and it is made again") from None
+        return {digest: GoldOnNeighbours.model_validate(item) for digest, item in data.items()}
+
+    def judge(self) -> NeighbourJudge:
+        from nl2sql_assets.evaluation.neighbours.verdict import NeighbourJudge
+
+        return NeighbourJudge(self.paths, self.engine, {d: g.rows for d, g in self.golds.items()})
 
 
 def _file_digest(path: Path) -> str:
@@ -61,56 +154,199 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def set_key(source: Path, golds: Sequence[GoldQuery], *, seed: int, keep: int, candidates: int,
-            max_rows: int) -> str:
+def set_key(source: Path, golds: Sequence[GoldQuery], settings: NeighbourSettings, engine: str = "sqlite") -> str:
     """The digest of everything a set's files depend on."""
     described = {
-        "generator": GENERATOR_VERSION, "seed": seed, "keep": keep, "candidates": candidates,
-        "max_rows": max_rows, "database": _file_digest(source),
-        "golds": sorted([g.key, g.sql, g.order_matters, list(g.alternatives)] for g in golds),
+        "generator": GENERATOR_VERSION, "comparator": COMPARATOR_VERSION, "engine": engine,
+        **settings.identity(), "database": _file_digest(source),
+        "golds": sorted(g.digest for g in distinct_golds(golds)),
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def neighbour_set(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Path, *, keep: int = 10,
-                  seed: int = 1, candidates: int = 24, max_rows: int = 200) -> tuple[NeighbourSet, list[Path]]:
+def read_set(home: Path) -> KeptSet | None:
+    """The set stored at ``home``, or None when it is missing or not whole."""
+    manifest_path = home / MANIFEST
+    if not manifest_path.is_file() or not (home / GOLDS).is_file():
+        return None
+    try:
+        stored = NeighbourSet.model_validate_json(manifest_path.read_text(encoding="utf-8"))
+    except ValueError:
+        return None
+    if not all(p.is_file() for p in stored.paths(home)):
+        return None
+    return KeptSet(stored, home)
+
+
+def neighbour_set(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Path,
+                  settings: NeighbourSettings | None = None, *, workers: int | None = None) -> KeptSet:
     """The kept neighbours of ``datasource`` for ``golds``: read back when built before with the
     same inputs, else generated, distilled and stored."""
-    if datasource.engine != "sqlite":
-        raise UserError(f"datasource {datasource.id!r}: neighbour databases are made of SQLite datasources "
-                        f"for now ({datasource.engine} is not yet supported)")
+    settings = settings or NeighbourSettings()
+    if datasource.engine not in FORMATS:
+        raise UserError(f"datasource {datasource.id!r}: neighbour databases are made of "
+                        f"{' or '.join(FORMATS)} datasources, not {datasource.engine}")
     source = Path(datasource.path)
-    key = set_key(source, golds, seed=seed, keep=keep, candidates=candidates, max_rows=max_rows)
+    if not source.is_file():
+        raise UserError(f"datasource {datasource.id!r}: database file not found: {source} "
+                        "(run `nl2sql-assets data` to make the demo's)")
+    key = set_key(source, golds, settings, datasource.engine)
     home = folder / datasource.id / key
-    manifest_path = home / MANIFEST
-    if manifest_path.is_file():
-        stored = NeighbourSet.model_validate_json(manifest_path.read_text(encoding="utf-8"))
-        if all(p.is_file() for p in stored.paths(home)):
-            return stored, stored.paths(home)
+    stored = read_set(home)
+    if stored is not None:
+        return stored
+    return _build(datasource, golds, folder, home, key, settings, workers)
+
+
+def _build(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Path, home: Path, key: str,
+           settings: NeighbourSettings, workers: int | None) -> KeptSet:
+    files = format_of(datasource.engine)
+    source = Path(datasource.path)
     started = time.perf_counter()
     (folder / datasource.id).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=folder / datasource.id))
     try:
-        pool = generate_neighbours(source, work / "candidates", candidates, seed, max_rows=max_rows,
-                                   literals=gold_literals([g.sql for g in golds]))
-        result = distill(golds, source, pool, keep)
+        golds = distinct_golds(golds)
+        pool = generate_neighbours(source, work / "candidates", settings.candidates, settings.seed,
+                                   max_rows=settings.max_rows, engine=datasource.engine,
+                                   literals=gold_literals([g.sql for g in golds], dialect=files.dialect))
+        generated = time.perf_counter()
+        result = distill(golds, source, pool, settings.count, datasource.engine, workers=workers)
+        distilled = time.perf_counter()
         built = work / "set"
         built.mkdir()
-        kept = []
+        kept: list[NeighbourFile] = []
         for n, index in enumerate(result.kept):
-            name = f"neighbour_{n:02d}.sqlite"
+            name = f"neighbour_{n:02d}{files.suffix}"
             os.replace(pool[index], built / name)
-            kept.append(name)
+            kept.append(NeighbourFile(name=name, rows=_row_counts(built / name, datasource.engine),
+                                      bytes=(built / name).stat().st_size,
+                                      separates=len(result.by_neighbour.get(index, ()))))
+        by_rule: dict[str, int] = {}
+        for gold_key, i in result.possibly_equivalent:
+            rule = result.mutants[gold_key][i].rule
+            by_rule[rule] = by_rule.get(rule, 0) + 1
         manifest = NeighbourSet(
-            datasource=datasource.id, key=key, generator_version=GENERATOR_VERSION, seed=seed, keep=keep,
-            candidates=candidates, max_rows=max_rows, kept=kept, gold_queries=len(golds), mutants=result.total,
+            datasource=datasource.id, engine=datasource.engine, key=key, generator_version=GENERATOR_VERSION,
+            seed=settings.seed, keep=settings.count, candidates=settings.candidates, max_rows=settings.max_rows,
+            kept=[f.name for f in kept], files=kept, gold_queries=len(golds), mutants=result.total,
             separated_on_original=len(result.on_original), separated=result.separated,
             separable=result.separable, possibly_equivalent=len(result.possibly_equivalent),
-            seconds=round(time.perf_counter() - started, 3))
+            possibly_equivalent_by_rule=dict(sorted(by_rule.items())),
+            seconds=round(time.perf_counter() - started, 3), generation_s=round(generated - started, 3),
+            distillation_s=round(distilled - generated, 3))
+        sidecar = {g.digest: _gold_on_set(g, result).model_dump(mode="json") for g in golds}
+        (built / GOLDS).write_text(json.dumps(sidecar, default=str, separators=(",", ":")) + "\n", encoding="utf-8")
         (built / MANIFEST).write_text(manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
         if home.exists():  # a set left half-made (its manifest or a file missing): made again
             shutil.rmtree(home)
         os.replace(built, home)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return manifest, manifest.paths(home)
+    return KeptSet(manifest, home)
+
+
+def _gold_on_set(gold: GoldQuery, result: Distillation) -> GoldOnNeighbours:
+    """What the set knows of one gold: its rows on each kept neighbour and what its mutants gave."""
+    on_kept = [result.accepted[1 + index].get(gold.digest) for index in result.kept]
+    everywhere = [rows.get(gold.digest) for rows in result.accepted]
+    first = everywhere[0][0] if everywhere and everywhere[0] else None
+    same = first is not None and all(a is not None and compare_results(first, a[0], gold.order_matters)
+                                     for a in everywhere)
+    disagree: dict[int, int] = {}
+    for alt_index in range(len(gold.alternatives)):
+        for n, accepted in enumerate(on_kept):
+            alt = accepted[alt_index + 1] if accepted is not None else None
+            if accepted is not None and alt is not None and not compare_results(accepted[0], alt, gold.order_matters):
+                disagree[alt_index] = n
+                break
+    made = result.mutants.get(gold.key, [])
+    separated = {i for k, i in result.on_original if k == gold.key}
+    for pairs in result.by_neighbour.values():
+        separated |= {i for k, i in pairs if k == gold.key}
+    return GoldOnNeighbours(
+        key=gold.key, rows=on_kept, mutants=len(made), separated=len(separated),
+        possibly_equivalent=sorted(made[i].sql for k, i in result.possibly_equivalent if k == gold.key),
+        same_everywhere=same, alternatives_disagree=disagree,
+        fails_on=next((n for n, a in enumerate(on_kept) if a is None), None))
+
+
+def _row_counts(path: Path, engine: str) -> dict[str, int]:
+    files = format_of(engine)
+    source = files.read(path, max_rows=1)
+    adapter = files.open(path)
+    try:
+        return {t.name: adapter.execute(f"SELECT COUNT(*) FROM {t.quoted}").rows[0][0] for t in source.tables}
+    finally:
+        adapter.close()
+
+
+# ---------------------------------------------------------------- a project's sets
+
+
+def gold_query(case: EvalCase, suite: str) -> GoldQuery:
+    """A case's gold as neighbours grade it (named ``suite/case``)."""
+    return GoldQuery(f"{suite}/{case.id}", case.sql or "", case.order_matters, tuple(case.alt_sql))
+
+
+def neighbour_cases(suite: EvalSuite) -> list[EvalCase]:
+    """The cases neighbours can grade: answer cases with gold SQL on one datasource, not retired."""
+    return [c for c in suite.cases if c.kind == "answer" and c.sql and len(c.datasources) == 1
+            and c.status != "retired"]
+
+
+def golds_by_datasource(suites: Iterable[tuple[str, EvalSuite]]) -> dict[str, list[GoldQuery]]:
+    """Every gradable case's gold of ``suites`` (name, suite), by the datasource it reads."""
+    out: dict[str, list[GoldQuery]] = {}
+    for name, suite in suites:
+        for case in neighbour_cases(suite):
+            out.setdefault(case.datasources[0], []).append(gold_query(case, name))
+    return out
+
+
+def project_suites(config: ProjectConfig, extra: Iterable[tuple[str, EvalSuite]] = ()
+                   ) -> list[tuple[str, EvalSuite]]:
+    """The suites whose gold a project's neighbours are distilled over: evals.yaml's (through
+    the suite cache; a missing file is left to the run that reads it) and ``extra`` (a run's or a
+    graded suite of its own), each name once."""
+    from nl2sql_assets.evaluation.suites import load_suite
+    from nl2sql_assets.paths import suite_cache_dir
+
+    out: dict[str, EvalSuite] = {}
+    for path in config.evals_config.suites:
+        if Path(path).is_file():
+            suite = load_suite(path, cache_dir=suite_cache_dir(config.root))
+            out.setdefault(suite.name or Path(path).stem, suite)
+    for name, suite in extra:
+        out.setdefault(name, suite)
+    return list(out.items())
+
+
+def project_sets(config: ProjectConfig, suites: Iterable[tuple[str, EvalSuite]], settings: NeighbourSettings,
+                 folder: Path, *, datasources: Iterable[str] | None = None,
+                 workers: int | None = None) -> dict[str, KeptSet]:
+    """Each datasource's kept set (``datasources``: only those), distilled over the gold of
+    ``suites`` that reads it. Pass every suite the project runs (evals.yaml's and the run's own),
+    so a run of one suite grades on the same neighbours as a run of all of them."""
+    golds = golds_by_datasource(suites)
+    wanted = sorted(golds) if datasources is None else [d for d in sorted(set(datasources)) if d in golds]
+    known = {d.id for d in config.datasources}
+    out: dict[str, KeptSet] = {}
+    for datasource in wanted:
+        if datasource not in known:
+            continue  # the run names it as it selects cases; its own error is the runner's
+        out[datasource] = neighbour_set(config.datasource(datasource), golds[datasource], folder, settings,
+                                        workers=workers)
+    return out
+
+
+def sets_of_folders(folders: Mapping[str, str | Path]) -> dict[str, KeptSet]:
+    """Datasource -> the set stored in each folder (a scorer's config names them so)."""
+    out: dict[str, KeptSet] = {}
+    for datasource, folder in folders.items():
+        kept = read_set(Path(folder))
+        if kept is None:
+            raise UserError(f"the neighbours of {datasource!r} at {folder} are missing or not whole; "
+                            "run again and they are made anew")
+        out[datasource] = kept
+    return out

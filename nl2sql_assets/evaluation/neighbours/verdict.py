@@ -1,15 +1,18 @@
 """A predicted query graded on the original database and on every kept neighbour: it passes only
-where it matches the gold (or a reviewed alternative) on all of them. A pass the original gives and a neighbour takes back is
-``fails_on_neighbour``, with the neighbour and both results as evidence."""
+where it matches the gold (or a reviewed alternative) on all of them. A pass the original gives
+and a neighbour takes back is ``fails_on_neighbour``, with the neighbour and both results as
+evidence."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nl2sql_assets.evaluation.neighbours.distill import (
+    Accepted,
     GoldQuery,
     accepted_rows,
     open_read_only,
@@ -37,34 +40,51 @@ class NeighbourVerdict:
 
 
 class NeighbourJudge:
-    """Grades predictions on a fixed list of neighbours: one read-only connection per neighbour,
-    and each gold's accepted rows on each neighbour computed once, however many predictions ask."""
+    """Grades predictions on a fixed list of neighbours: one read-only connection per neighbour
+    (opened on first use), and each gold's accepted rows on each neighbour read from ``stored``
+    (gold digest -> rows per neighbour, as the set's sidecar keeps them) or computed once,
+    however many predictions ask. Safe to share between threads."""
 
-    def __init__(self, neighbours: Sequence[Path]) -> None:
+    def __init__(self, neighbours: Sequence[Path], engine: str = "sqlite",
+                 stored: Mapping[str, Sequence[Accepted]] | None = None) -> None:
         self.neighbours = list(neighbours)
-        self._adapters = [open_read_only(path) for path in self.neighbours]
-        self._accepted: dict[tuple[str, int], list[list[list[Any]]] | None] = {}
+        self.engine = engine
+        self._stored = stored or {}
+        self._adapters: dict[int, Any] = {}
+        self._accepted: dict[tuple[str, int], Accepted] = {}
+        self._lock = threading.Lock()
 
-    def accepted(self, gold: GoldQuery, index: int) -> list[list[list[Any]]] | None:
-        key = (gold.key, index)
+    def _adapter(self, index: int) -> Any:
+        with self._lock:
+            if index not in self._adapters:
+                self._adapters[index] = open_read_only(self.neighbours[index], self.engine)
+            return self._adapters[index]
+
+    def accepted(self, gold: GoldQuery, index: int) -> Accepted:
+        stored = self._stored.get(gold.digest)
+        if stored is not None and index < len(stored):
+            return stored[index]
+        key = (gold.digest, index)
         if key not in self._accepted:
-            self._accepted[key] = accepted_rows(self._adapters[index], gold)
+            self._accepted[key] = accepted_rows(self._adapter(index), gold)
         return self._accepted[key]
 
     def overturn(self, gold: GoldQuery, predicted_sql: str) -> NeighbourVerdict:
         """For a prediction that passed on the original: the first neighbour on which it fails, if any."""
-        for index, adapter in enumerate(self._adapters):
+        for index in range(len(self.neighbours)):
             accepted = self.accepted(gold, index)
             if accepted is None:
                 continue  # the gold fails here: this neighbour tells nothing of the case
-            got = rows_or_none(adapter, predicted_sql)
+            got = rows_or_none(self._adapter(index), predicted_sql)
             if tells_apart(gold, accepted, got):
                 return NeighbourVerdict(True, False, index, accepted[0], got)
         return NeighbourVerdict(passed_original=True, passed=True)
 
     def close(self) -> None:
-        for adapter in self._adapters:
-            adapter.close()
+        with self._lock:
+            for adapter in self._adapters.values():
+                adapter.close()
+            self._adapters.clear()
 
     def __enter__(self) -> NeighbourJudge:
         return self
@@ -73,16 +93,16 @@ class NeighbourJudge:
         self.close()
 
 
-def overturn(gold: GoldQuery, predicted_sql: str, neighbours: Sequence[Path]) -> NeighbourVerdict:
+def overturn(gold: GoldQuery, predicted_sql: str, neighbours: Sequence[Path], engine: str = "sqlite") -> NeighbourVerdict:
     """For a prediction that passed on the original: the first neighbour on which it fails, if any."""
-    with NeighbourJudge(neighbours) as judge:
+    with NeighbourJudge(neighbours, engine) as judge:
         return judge.overturn(gold, predicted_sql)
 
 
 def neighbour_verdict(gold: GoldQuery, predicted_sql: str, original: Path,
-                      neighbours: Sequence[Path]) -> NeighbourVerdict:
+                      neighbours: Sequence[Path], engine: str = "sqlite") -> NeighbourVerdict:
     """Grade ``predicted_sql`` against ``gold`` on ``original`` and then each neighbour."""
-    adapter = open_read_only(original)
+    adapter = open_read_only(original, engine)
     try:
         accepted = accepted_rows(adapter, gold)
         got = rows_or_none(adapter, predicted_sql)
@@ -90,4 +110,4 @@ def neighbour_verdict(gold: GoldQuery, predicted_sql: str, original: Path,
         adapter.close()
     if accepted is None or tells_apart(gold, accepted, got):
         return NeighbourVerdict(passed_original=False, passed=False)
-    return overturn(gold, predicted_sql, neighbours)
+    return overturn(gold, predicted_sql, neighbours, engine)

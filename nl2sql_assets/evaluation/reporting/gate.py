@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from pydantic import Field
 
@@ -33,6 +34,8 @@ class ConfigComparison(StrictModel):
     accuracy: float = 0.0
     baseline_cost_per_case: float = 0.0
     cost_per_case: float = 0.0
+    #: read on the neighbours too (the gate's ``verdict: neighbours``): a pass overturned there failed
+    on_neighbours: bool = False
 
 
 class GateResult(StrictModel):
@@ -60,13 +63,16 @@ class Baseline:
     incomplete: bool = False  # some case runs failed for the environment (an outage)
     #: suite digest -> suite name: which case records belong to which suite (``narrowed_to``)
     suites: dict[str, str] = field(default_factory=dict)
+    #: the neighbour settings the passes were also graded on (``NeighbourRun.series``; None: none)
+    neighbours: tuple[Any, ...] | None = None
 
     @classmethod
     def of_report(cls, report: EvalReport, label: str = "report") -> Baseline:
         return cls(label=label, mode=report.mode, digests=tuple(sorted(s.digest for s in report.suites)),
                    fingerprints=tuple(sorted(d.schema_fingerprint for d in report.databases)),
                    roles=tuple(sorted(report.roles)), curated=report.curated, boards=dict(report.configs),
-                   incomplete=report.incomplete, suites={s.digest: s.name for s in report.suites})
+                   incomplete=report.incomplete, suites={s.digest: s.name for s in report.suites},
+                   neighbours=report.neighbours.series() if report.neighbours is not None else None)
 
     def narrowed_to(self, run: Baseline) -> Baseline | None:
         """This baseline cut down to the suites of a run that asked fewer of them (one suite's
@@ -128,7 +134,18 @@ def _series_break(run: Baseline, base: Baseline) -> str | None:
     if get_mode(run.mode).uses_curated and run.curated != base.curated:
         return (f"curated answers differ: {'on' if base.curated else 'off'} in baseline {base.label}, "
                 f"{'on' if run.curated else 'off'} in the run")
+    if run.neighbours != base.neighbours:
+        return (f"other neighbour databases: baseline {base.label} was graded on {_neighbours(base.neighbours)}, "
+                f"the run on {_neighbours(run.neighbours)}")
     return None
+
+
+def _neighbours(series: tuple[Any, ...] | None) -> str:
+    if series is None:
+        return "none"
+    count, seed, candidates, max_rows, generator = series
+    return (f"K {count}, seed {seed} ({candidates} candidates, {max_rows} rows a table, generator "
+            f"version {generator})")
 
 
 def _execution(record: CaseRecord) -> str | None:
@@ -153,6 +170,18 @@ VERDICTS: dict[Measure, Callable[[CaseRecord], str | None]] = {
 }
 
 
+def on_neighbours(verdict: Callable[[CaseRecord], str | None]) -> Callable[[CaseRecord], str | None]:
+    """``verdict`` read on the neighbours too: a pass that a kept neighbour overturned fails."""
+    from nl2sql_assets.evaluation.running.scorers import NEIGHBOUR_SCORER
+
+    def read(record: CaseRecord) -> str | None:
+        value = verdict(record)
+        score = record.scores.get(NEIGHBOUR_SCORER)
+        return "fail" if value == "pass" and score is not None and score.passed is False else value
+
+    return read
+
+
 def key_passes(results: list[CaseRecord], verdict: Callable[[CaseRecord], str | None]) -> dict[str, bool]:
     """Per case key, whether every pass passed (so a flaky case counts as failed)."""
     runs: dict[str, bool] = {}
@@ -165,15 +194,15 @@ def key_passes(results: list[CaseRecord], verdict: Callable[[CaseRecord], str | 
     return runs
 
 
-def _compare(config: str, measure: Measure, run: Board, base: Board) -> ConfigComparison:
-    verdict = VERDICTS[measure]
+def _compare(config: str, measure: Measure, run: Board, base: Board, neighbours: bool = False) -> ConfigComparison:
+    verdict = on_neighbours(VERDICTS[measure]) if neighbours else VERDICTS[measure]
     now = key_passes(run.results, verdict)
     before = key_passes(base.results, verdict)
     shared = [key for key in before if key in now]
     lost = sorted(k for k in shared if before[k] and not now[k])
     gained = sorted(k for k in shared if not before[k] and now[k])
     return ConfigComparison(
-        config=config, measure=measure, lost=lost, gained=gained,
+        config=config, measure=measure, lost=lost, gained=gained, on_neighbours=neighbours,
         p_value=float(stats.mcnemar_exact(len(lost), len(gained))),
         baseline_accuracy=sum(before.values()) / len(before) if before else 0.0,
         accuracy=sum(now.values()) / len(now) if now else 0.0,
@@ -237,13 +266,17 @@ def compare(report: EvalReport, baselines: Sequence[Baseline | EvalReport],
     rules = get_mode(report.mode).gate_rules(settings, report.curated)
     compared: list[ConfigComparison] = []
     regressions: list[str] = []
+    neighbours = settings.verdict == "neighbours" and run.neighbours is not None
+    if settings.verdict == "neighbours" and not neighbours:
+        notes.append("the gate reads verdicts on the neighbours, but the run was not graded on any: "
+                     "gated on the original database")
     for name in common:
         run_board, base_board = report.configs[name], base_boards[name]
         for measure in rules.measures:
-            comparison = _compare(name, measure, run_board, base_board)
+            comparison = _compare(name, measure, run_board, base_board, neighbours)
             compared.append(comparison)
             lost, gained = comparison.lost, comparison.gained
-            where = f"config {name} ({measure.replace('_', ', ')})"
+            where = f"config {name} ({measure.replace('_', ', ')}{' on neighbours' if neighbours else ''})"
             if len(lost) > rules.max_lost:
                 regressions.append(
                     f"{where}: {len(lost)} case(s) went from pass to fail, more than the {rules.max_lost} allowed "

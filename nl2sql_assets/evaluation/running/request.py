@@ -10,11 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_serializer, field_validator
 
-from nl2sql_assets.config import LLMConfig, ProjectConfig, StrictModel, validate_config_name
+from nl2sql_assets.config import (
+    LLMConfig,
+    NeighbourSettings,
+    ProjectConfig,
+    StrictModel,
+    validate_config_name,
+)
 from nl2sql_assets.errors import RunRefused
 from nl2sql_assets.evaluation.running.modes import get_mode, llm_mode, resolve_config
 from nl2sql_assets.evaluation.running.named_configs import DEFAULT_CONFIG
@@ -56,6 +62,15 @@ class RunRequest(StrictModel):
     #: config name -> engine entry (``{kind: http, url, ...}``, ``engines.kinds``): engines asked
     #: through the engine contract beside (or instead of) the llm sections; mode full only
     engines: dict[str, dict[str, Any]] | None = Field(default=None, exclude_if=lambda v: v is None)
+    #: grade every pass on neighbour databases too: these settings, ``False`` for none, None:
+    #: evals.yaml's ``neighbours:`` (none unless set)
+    neighbours: NeighbourSettings | Literal[False] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    def neighbour_settings(self, config: ProjectConfig) -> NeighbourSettings | None:
+        """The neighbour settings the run grades on: the request's word, else evals.yaml's."""
+        if self.neighbours is False:
+            return None
+        return self.neighbours if self.neighbours is not None else config.evals_config.neighbours
 
     def asks_clarify(self, config: ProjectConfig) -> bool:
         """Whether the roles whose outcome is clarify are asked: the request's word, else evals.yaml's."""

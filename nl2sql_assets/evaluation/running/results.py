@@ -190,6 +190,33 @@ def _one_database_as_list(data: Any) -> Any:
     return data
 
 
+class NeighbourSetRef(StrictModel):
+    """One datasource's kept neighbours as a run graded on them."""
+
+    datasource: str
+    key: str  # the set's digest: the database's bytes, the gold, the settings, the versions
+    kept: int
+    separated: int = 0
+    separable: int = 0
+    possibly_equivalent: int = 0
+
+
+class NeighbourRun(StrictModel):
+    """What a run's neighbour-robust verdicts depend on: the settings, the generator's and the
+    comparator's versions, and each datasource's set. Part of a record's series."""
+
+    count: int
+    seed: int
+    candidates: int
+    max_rows: int
+    generator_version: int
+    sets: list[NeighbourSetRef] = Field(default_factory=list)
+
+    def series(self) -> tuple[Any, ...]:
+        """What two runs must share for their neighbour-robust verdicts to compare."""
+        return (self.count, self.seed, self.candidates, self.max_rows, self.generator_version)
+
+
 class RunFacts(StrictModel):
     """What a run was, apart from its boards: shared by RunMeta (what running cases returns
     beside the records) and EvalReport (the report built from both), so the two cannot drift
@@ -224,6 +251,8 @@ class RunFacts(StrictModel):
     #: gives them; empty in runs recorded before it was kept
     comparator: dict[str, Any] = Field(default_factory=dict)
     isolation: Isolation | None = None  # what the run kept apart from the serving engine (None: older runs)
+    #: the neighbour databases every pass was also graded on (None: the original database only)
+    neighbours: NeighbourRun | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -58,13 +58,15 @@ from nl2sql_assets.evaluation.running.request import RunRequest
 from nl2sql_assets.evaluation.running.results import (
     CaseRecord,
     CaseRuns,
+    NeighbourRun,
+    NeighbourSetRef,
     PlanTried,
     RecordKey,
     RunMeta,
     record_key,
     summed_counts,
 )
-from nl2sql_assets.evaluation.running.scorers import ScorerError, ScorerRegistry
+from nl2sql_assets.evaluation.running.scorers import NEIGHBOUR_SCORER, ScorerError, ScorerRegistry
 from nl2sql_assets.evaluation.running.selection import (
     RoleRun,
     SelectionError,
@@ -658,6 +660,31 @@ async def _execute(request: RunRequest, mode: Mode, config: ProjectConfig, cases
         return stopped
 
 
+def _neighbours(request: RunRequest, mode: Mode, config: ProjectConfig, loaded: list[tuple[str, Path, Any]],
+                runs: list[RoleRun]) -> tuple[NeighbourRun | None, dict[str, dict[str, Any]]]:
+    """A run with neighbour settings (the request's, else evals.yaml's) in a mode that executes
+    SQL: each datasource of its answer cases gets its kept set (built once, then read back),
+    which neighbour_match grades on. The sets are distilled over the gold of every suite the
+    project runs, so a run of one suite grades on the neighbours a run of all of them does."""
+    settings = request.neighbour_settings(config)
+    if settings is None or not mode.executes:
+        return None, {}
+    from nl2sql_assets.evaluation.neighbours import GENERATOR_VERSION
+    from nl2sql_assets.evaluation.neighbours.store import project_sets, project_suites
+    from nl2sql_assets.paths import neighbours_dir
+
+    wanted = {rr.case.datasources[0] for rr in runs if rr.case.kind == "answer" and len(rr.case.datasources) == 1}
+    sets = project_sets(config, project_suites(config, [(name, suite) for name, _, suite in loaded]), settings,
+                        neighbours_dir(config.root), datasources=wanted)
+    run = NeighbourRun(
+        **settings.identity(), generator_version=GENERATOR_VERSION,
+        sets=[NeighbourSetRef(datasource=ds, key=kept.manifest.key, kept=len(kept.manifest.kept),
+                              separated=kept.manifest.separated, separable=kept.manifest.separable,
+                              possibly_equivalent=kept.manifest.possibly_equivalent)
+              for ds, kept in sorted(sets.items())])
+    return run, {NEIGHBOUR_SCORER: {"sets": {ds: str(kept.home) for ds, kept in sets.items()}}}
+
+
 # ---------------------------------------------------------------- the entry points
 
 
@@ -691,8 +718,12 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
                  else list(range(1, (request.passes if request.passes is not None else evals.passes) + 1)))
 
     scorer_names = list(request.scorers) if request.scorers is not None else list(evals.scorers)
+    neighbours, scorer_configs = _neighbours(request, mode, config, loaded, runs)
+    if neighbours is not None and NEIGHBOUR_SCORER not in scorer_names:
+        scorer_names.append(NEIGHBOUR_SCORER)
     try:
-        built = (scorers or ScorerRegistry.default()).build(scorer_names, mode.name, project=config)
+        built = (scorers or ScorerRegistry.default()).build(scorer_names, mode.name, scorer_configs,
+                                                             project=config)
     except ScorerError as exc:
         if request.scorers is not None or evals.source is None:
             raise
@@ -713,7 +744,13 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
                 lineup.configs[job.config].planned += 1
             cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget, request.candidates,
                            run_engine.registry, keep_records=keep_records)
-            stopped = await _execute(request, mode, config, cases, jobs, scorers=built, budget=budget)
+            try:
+                stopped = await _execute(request, mode, config, cases, jobs, scorers=built, budget=budget)
+            finally:
+                for scorer in built.values():  # a scorer holding connections (neighbour_match) lets them go
+                    close = getattr(scorer, "close", None)
+                    if callable(close):
+                        close()
             if cases.broken is not None:
                 stopped = "env_errors"
             cases.warn_unpriced()
@@ -769,6 +806,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "comparator_version": COMPARATOR_VERSION,
         "comparator": comparator_settings(),
         "isolation": isolation,
+        "neighbours": neighbours,
     })
     accuracy = cases.passed / cases.scored if cases.scored else None  # a rate over nothing is none
     accuracy_generated = cases.passed_generated / cases.scored if cases.scored else None

@@ -18,9 +18,15 @@ from pydantic import BaseModel, ValidationError
 from nl2sql_assets.config import ProjectConfig
 from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.judging.scorers import BUILTIN_SCORERS, INTERFACE_VERSION, Scorer, ScorerSummary
+from nl2sql_assets.evaluation.neighbours.scorer import NeighbourMatch
 from nl2sql_assets.evaluation.running.modes import MODES
 
 ENTRY_POINT_GROUP = "nl2sql.scorers"
+
+#: The built-in scorers: judging's six, then neighbour_match (a stage above judging: it grades on
+#: neighbour databases; a run with ``neighbours:`` adds it to its scorers).
+NEIGHBOUR_SCORER = "neighbour_match"
+BUILTINS: dict[str, type] = {**BUILTIN_SCORERS, NEIGHBOUR_SCORER: NeighbourMatch}
 
 
 class ScorerError(UserError, ValueError):
@@ -63,7 +69,7 @@ _REGISTERED: dict[str, type] = {}
 def register_scorer(name: str, cls: type, *, replace: bool = False) -> None:
     """Register a plugin scorer in code, for every run of this process (and the boards that read
     its summary). A built-in's name is taken; ``replace`` overrides an earlier registration."""
-    if name in BUILTIN_SCORERS:
+    if name in BUILTINS:
         raise ScorerError(f"scorer {name!r} is a built-in; choose another name")
     existing = _REGISTERED.get(name)
     if existing is not None and existing is not cls and not replace:
@@ -82,7 +88,7 @@ def unregister_scorer(name: str) -> None:
 def scorer_class(name: str) -> type | None:
     """The scorer class a stored board's scorer name stands for (a built-in, a plugin registered
     in code, or an installed entry point), or None when it is not installed here."""
-    return BUILTIN_SCORERS.get(name) or _REGISTERED.get(name) or _entry_point_classes().get(name)
+    return BUILTINS.get(name) or _REGISTERED.get(name) or _entry_point_classes().get(name)
 
 
 @functools.cache
@@ -107,7 +113,7 @@ class ScorerRegistry:
     @classmethod
     def builtins(cls) -> ScorerRegistry:
         registry = cls()
-        for name, scorer_cls in BUILTIN_SCORERS.items():
+        for name, scorer_cls in BUILTINS.items():
             registry.add(name, scorer_cls)
         return registry
 

@@ -226,9 +226,9 @@ def shard_count(request: RunRequest, mode: Mode, jobs: int, *, custom_scorers: b
 def portable(scorers: dict[str, Any]) -> bool:
     """Whether a worker process builds the same scorers by name: built-ins and installed plugins
     (scorers added in code live in this process only)."""
-    from nl2sql_assets.evaluation.running.scorers import BUILTIN_SCORERS, _entry_point_classes
+    from nl2sql_assets.evaluation.running.scorers import BUILTINS, _entry_point_classes
 
-    return all(BUILTIN_SCORERS.get(name) is type(s) or _entry_point_classes().get(name) is type(s)
+    return all(BUILTINS.get(name) is type(s) or _entry_point_classes().get(name) is type(s)
                for name, s in scorers.items())
 
 

@@ -94,6 +94,10 @@ class ScorerSummary(StrictModel):
         """A clause of the CLI's line for a board whose runs execute nothing."""
         return None
 
+    def beside_accuracy(self) -> str | None:
+        """A clause of the CLI's line for a board whose runs execute SQL, after its accuracy."""
+        return None
+
     def cell(self) -> str | None:
         """The results page's cell for a series whose runs execute nothing."""
         return None

@@ -1,0 +1,312 @@
+"""The database files neighbours are made of, one object per engine: how a source's tables,
+constraints and rows are read, how a neighbour file is written, and how one is opened read-only
+to run SQL on. SQLite and DuckDB, registered once in ``FORMATS``.
+
+A neighbour is written whole: the source's own CREATE statements, the rows (a row a constraint
+refuses is left out, so the database itself keeps every key, NOT NULL and CHECK), then the views;
+into a temporary file renamed into place and left read-only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import os
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from nl2sql_assets.config import DatasourceConfig
+
+#: Rows read from a query per database when telling results apart: enough, never a flood.
+ROW_LIMIT = 2000
+TIMEOUT_S = 5.0
+
+
+@dataclass
+class Column:
+    name: str
+    type: str
+    not_null: bool
+    primary_key: bool
+    #: a CHECK constraint reads it (DuckDB says which columns): values stay in the column's own range
+    checked: bool = False
+
+    @property
+    def numeric(self) -> bool:
+        t = self.type.upper()
+        return any(word in t for word in ("INT", "REAL", "NUM", "DEC", "FLOA", "DOUB"))
+
+    @property
+    def integer(self) -> bool:
+        return "INT" in self.type.upper()
+
+
+@dataclass
+class Table:
+    name: str
+    create_sql: str
+    columns: list[Column]
+    #: column -> (parent table, parent column)
+    references: dict[str, tuple[str, str]] = field(default_factory=dict)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    schema: str | None = None  # DuckDB: the schema, where it is not main
+
+    def index(self, column: str) -> int:
+        return next(i for i, c in enumerate(self.columns) if c.name.lower() == column.lower())
+
+    @property
+    def quoted(self) -> str:
+        name = '"' + self.name.replace('"', '""') + '"'
+        return f'"{self.schema}".{name}' if self.schema else name
+
+
+@dataclass
+class Source:
+    """What a neighbour copies of its source: the tables, parents before children, each with up
+    to ``max_rows`` of its rows (a fixed sample: the first by rowid), and the other objects'
+    CREATE statements (indexes are made before the rows, views after)."""
+
+    tables: list[Table]
+    indexes: list[str] = field(default_factory=list)
+    views: list[str] = field(default_factory=list)
+    schemas: list[str] = field(default_factory=list)  # DuckDB: schemas other than main
+
+
+def parents_first(tables: Mapping[str, Table]) -> list[Table]:
+    done: list[Table] = []
+    seen: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in seen or name not in tables or name in path:
+            return
+        for parent, _ in tables[name].references.values():
+            visit(parent, (*path, name))
+        seen.add(name)
+        done.append(tables[name])
+
+    for name in sorted(tables):
+        visit(name, ())
+    return done
+
+
+def _replace_into(temporary: Path, path: Path) -> Path:
+    temporary.chmod(0o444)
+    os.replace(temporary, path)
+    return path
+
+
+def _temporary(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.unlink(missing_ok=True)
+    return temporary
+
+
+class NeighbourFormat(Protocol):
+    engine: ClassVar[str]
+    suffix: ClassVar[str]
+    dialect: ClassVar[str]
+
+    def read(self, path: Path, max_rows: int) -> Source: ...
+
+    def write(self, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]], path: Path) -> Path: ...
+
+    def open(self, path: Path) -> Any: ...
+
+
+class SqliteFiles:
+    """SQLite: read through sqlite_master and the table pragmas, written with sqlite3."""
+
+    engine: ClassVar[str] = "sqlite"
+    suffix: ClassVar[str] = ".sqlite"
+    dialect: ClassVar[str] = "sqlite"
+
+    def read(self, path: Path, max_rows: int) -> Source:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            others = conn.execute(
+                "SELECT type, sql FROM sqlite_master WHERE type IN ('index', 'view', 'trigger') "
+                "AND sql IS NOT NULL ORDER BY CASE type WHEN 'index' THEN 0 WHEN 'view' THEN 1 ELSE 2 END, name"
+            ).fetchall()
+            tables: dict[str, Table] = {}
+            for name, create_sql in conn.execute(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                    "ORDER BY name"):
+                quoted = name.replace('"', '""')
+                columns = [Column(r[1], r[2] or "", bool(r[3]), bool(r[5]))
+                           for r in conn.execute(f'PRAGMA table_info("{quoted}")')]
+                table = Table(name, create_sql, columns)
+                for r in conn.execute(f'PRAGMA foreign_key_list("{quoted}")'):
+                    parent, child_col, parent_col = r[2], r[3], r[4]
+                    table.references[child_col] = (parent, parent_col or "rowid")
+                table.rows = [tuple(row) for row in conn.execute(f'SELECT * FROM "{quoted}" LIMIT {int(max_rows)}')]
+                tables[name] = table
+        finally:
+            conn.close()
+        return Source(parents_first(tables), indexes=[sql for kind, sql in others if kind == "index"],
+                      views=[sql for kind, sql in others if kind != "index"])
+
+    def write(self, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]], path: Path) -> Path:
+        temporary = _temporary(path)
+        conn = sqlite3.connect(temporary)
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            for table in source.tables:
+                conn.execute(table.create_sql)
+            for sql in source.indexes:  # a UNIQUE index refuses a row as the table's own keys do
+                conn.execute(sql)
+            for table in source.tables:
+                marks = ", ".join("?" for _ in table.columns)
+                for row in rows.get(table.name, ()):
+                    try:
+                        conn.execute(f"INSERT INTO {table.quoted} VALUES ({marks})", row)
+                    except sqlite3.IntegrityError:
+                        continue  # a key taken twice, a NULL where none is allowed: the database says no
+            for sql in source.views:  # views and triggers once the rows are in (no trigger fires on them)
+                conn.execute(sql)
+            conn.commit()
+        finally:
+            conn.close()
+        return _replace_into(temporary, path)
+
+    def open(self, path: Path) -> Any:
+        """The product's own read-only access (row limit, a timeout that interrupts)."""
+        from nl2sql_assets.datasources.sqlite import SqliteAdapter
+
+        config = DatasourceConfig(id="neighbour", engine="sqlite", path=path, row_limit=ROW_LIMIT,
+                                  timeout_s=TIMEOUT_S)
+        return SqliteAdapter(config, keep_open=True)
+
+
+class DuckdbFiles:
+    """DuckDB: read through duckdb_tables(), duckdb_columns() and duckdb_constraints(), written
+    with one connection per file."""
+
+    engine: ClassVar[str] = "duckdb"
+    suffix: ClassVar[str] = ".duckdb"
+    dialect: ClassVar[str] = "duckdb"
+
+    def read(self, path: Path, max_rows: int) -> Source:
+        import duckdb
+
+        conn = duckdb.connect(str(path), read_only=True, config={"threads": 1})
+        try:
+            found = conn.execute(
+                "SELECT schema_name, table_name, sql FROM duckdb_tables() "
+                "WHERE database_name = current_database() AND NOT internal AND NOT temporary "
+                "ORDER BY schema_name, table_name").fetchall()
+            constraints = conn.execute(
+                "SELECT schema_name, table_name, constraint_type, constraint_column_names, referenced_table, "
+                "referenced_column_names FROM duckdb_constraints() WHERE database_name = current_database()"
+            ).fetchall()
+            tables: dict[str, Table] = {}
+            for schema, name, create_sql in found:
+                keys = {c for s, t, kind, cols, _, _ in constraints if (s, t) == (schema, name)
+                        and kind == "PRIMARY KEY" for c in cols}
+                checked = {c for s, t, kind, cols, _, _ in constraints if (s, t) == (schema, name)
+                           and kind == "CHECK" for c in cols}
+                columns = [Column(n, t, not nullable, n in keys, n in checked) for n, t, nullable in conn.execute(
+                    "SELECT column_name, data_type, is_nullable FROM duckdb_columns() "
+                    "WHERE database_name = current_database() AND schema_name = ? AND table_name = ? "
+                    "ORDER BY column_index", [schema, name]).fetchall()]
+                table = Table(name, create_sql, columns, schema=None if schema == "main" else schema)
+                for s, t, kind, cols, parent, parent_cols in constraints:
+                    if (s, t) == (schema, name) and kind == "FOREIGN KEY" and len(cols) == 1 and parent:
+                        table.references[cols[0]] = (parent, (parent_cols or [cols[0]])[0])
+                table.rows = [tuple(r) for r in conn.execute(
+                    f"SELECT * FROM {table.quoted} ORDER BY rowid LIMIT {int(max_rows)}").fetchall()]
+                tables[name] = table
+            indexes = [sql for (sql,) in conn.execute(
+                "SELECT sql FROM duckdb_indexes() WHERE database_name = current_database() AND sql IS NOT NULL "
+                "ORDER BY index_name").fetchall()]
+            views = [sql for (sql,) in conn.execute(
+                "SELECT sql FROM duckdb_views() WHERE database_name = current_database() AND NOT internal "
+                "AND NOT temporary ORDER BY view_name").fetchall()]
+            schemas = sorted({s for s, _, _ in found if s != "main"})
+        finally:
+            conn.close()
+        return Source(parents_first(tables), indexes=indexes, views=views, schemas=schemas)
+
+    def write(self, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]], path: Path) -> Path:
+        import duckdb
+
+        temporary = _temporary(path)
+        temporary.with_name(temporary.name + ".wal").unlink(missing_ok=True)
+        conn = duckdb.connect(str(temporary), config={"threads": 1})
+        try:
+            for schema in source.schemas:
+                conn.execute(f'CREATE SCHEMA "{schema}"')
+            for table in source.tables:
+                conn.execute(table.create_sql)
+            for sql in source.indexes:
+                conn.execute(sql)
+            for table in source.tables:
+                marks = ", ".join("?" for _ in table.columns)
+                insert = f"INSERT INTO {table.quoted} VALUES ({marks})"
+                _insert_all(conn, insert, list(rows.get(table.name, ())))
+            for sql in source.views:
+                conn.execute(sql)
+            conn.execute("CHECKPOINT")
+        finally:
+            conn.close()
+        return _replace_into(temporary, path)
+
+    def open(self, path: Path) -> Any:
+        from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
+
+        config = DatasourceConfig(id="neighbour", engine="duckdb", path=path, row_limit=ROW_LIMIT,
+                                  timeout_s=TIMEOUT_S)
+        return DuckDBAdapter(config)
+
+
+def _insert_all(conn: Any, insert: str, rows: list[tuple[Any, ...]]) -> None:
+    """Insert ``rows``, leaving out each one the database refuses (a key taken twice, a NULL, a
+    CHECK): a batch at a time, a refused batch split in halves, so a few bad rows cost a few
+    batches and not a statement per row."""
+    import duckdb
+
+    if not rows:
+        return
+    try:
+        conn.execute("BEGIN")
+        conn.executemany(insert, rows)
+        conn.execute("COMMIT")
+        return
+    except duckdb.Error:
+        conn.execute("ROLLBACK")
+    if len(rows) > 1:
+        middle = len(rows) // 2
+        _insert_all(conn, insert, rows[:middle])
+        _insert_all(conn, insert, rows[middle:])
+
+
+#: Every engine neighbours can be made of, by the datasource engine's name.
+FORMATS: dict[str, NeighbourFormat] = {"sqlite": SqliteFiles(), "duckdb": DuckdbFiles()}
+
+
+def format_of(engine: str) -> NeighbourFormat:
+    try:
+        return FORMATS[engine]
+    except KeyError:
+        raise ValueError(f"neighbour databases are made of {' or '.join(FORMATS)} datasources, "
+                         f"not {engine}") from None
+
+
+def format_of_file(path: Path) -> NeighbourFormat:
+    """The format of a neighbour file, by its suffix."""
+    return next((f for f in FORMATS.values() if path.suffix == f.suffix), FORMATS["sqlite"])
+
+
+def shifted(value: Any, step: int) -> Any:
+    """``value`` one step up or down in its own kind (numbers by one, dates by a day); None where
+    it has no neighbour value."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float | decimal.Decimal):
+        return value + step
+    if isinstance(value, dt.datetime | dt.date):
+        return value + dt.timedelta(days=step)
+    return None

@@ -126,6 +126,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=int, default=None, metavar="N",
                      help="worker processes for the case runs of a mode that spends nothing (default: up to "
                           "2, on runs big enough to gain from them)")
+    from nl2sql_assets.cli_bench import add_neighbour_options
+
+    add_neighbour_options(run, "grade")
+    run.add_argument("--no-neighbours", action="store_true",
+                     help="grade on the original database only, whatever evals.yaml's neighbours: says")
     _threshold_options(run)
 
     regen = esub.add_parser("regenerate", help="write rows and alt_rows from each case's SQL", **fmt)
@@ -301,7 +306,8 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     clarify = True if args.clarify else None  # the flag, else evals.yaml's clarify
     request = RunRequest(suites=args.suite, mode=args.mode, llm=llm, cases=args.cases, roles=args.roles,
                          passes=args.passes, max_cost_usd=args.max_cost, clarify=clarify,
-                         candidates=args.candidates, workers=args.workers, engines=engines)
+                         candidates=args.candidates, workers=args.workers, engines=engines,
+                         neighbours=_neighbour_request(args, project.config))
     from nl2sql_assets.evaluation.reporting.board import save_summary
     from nl2sql_assets.evaluation.reporting.streamed import records_path_for
 
@@ -312,6 +318,14 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     save_summary(report, out, records)
     for name, board in report.configs.items():
         print(f"{name}: {_board_line(board, mode.executes)}")
+    if report.neighbours is not None:
+        sets = ", ".join(f"{s.datasource} {s.kept}" for s in report.neighbours.sets) or "none"
+        print(f"neighbours: kept per datasource {sets} (K {report.neighbours.count}, seed {report.neighbours.seed})")
+        kinds: dict[str, int] = {}
+        for flag in report.gold_audit:
+            kinds[flag.kind] = kinds.get(flag.kind, 0) + 1
+        audit = ", ".join(f"{kind} {n}" for kind, n in kinds.items()) or "no flag"
+        print(f"gold audit: {audit}" + (" (nl2sql-assets eval audit SUITE lists them)" if kinds else ""))
     if report.left_out:
         left = ", ".join(f"{n} {kind}" for kind, n in sorted(report.left_out.items()))
         print(f"left out: {left} case run(s): mode {report.mode} does not run those kinds of case")
@@ -360,6 +374,20 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
             return EXIT_REGRESSION
         return EXIT_COST_CAP
     return code
+
+
+def _neighbour_request(args: argparse.Namespace, config: Any) -> Any:
+    """The run's neighbours: off with --no-neighbours, the flags over evals.yaml's setting, or
+    None (evals.yaml's, the runner reads it)."""
+    from nl2sql_assets.cli_bench import neighbour_settings
+
+    if args.no_neighbours:
+        if args.neighbours is not None or args.neighbour_seed is not None:
+            raise UsageError("--no-neighbours and --neighbours/--neighbour-seed ask opposite things; give one")
+        return False
+    if args.neighbours is None and args.neighbour_seed is None:
+        return None
+    return neighbour_settings(args, config)
 
 
 def _thresholds_met(args: argparse.Namespace, project: Any, report: Any) -> bool:
@@ -738,6 +766,10 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
             from nl2sql_assets.cli_bench import cmd_neighbours
 
             return cmd_neighbours(args, _config_path(args))
+        if args.eval_command == "audit":
+            from nl2sql_assets.cli_bench import cmd_audit
+
+            return cmd_audit(args, _config_path(args))
         if args.eval_command == "grade":
             from nl2sql_assets.cli_bench import cmd_grade
 

@@ -1,5 +1,5 @@
-"""The command-line side of public benchmarks and engines: ``bench import``, ``bench wide``, ``eval grade``
-(with ``--neighbours``), ``neighbours show``, ``serve``.
+"""The command-line side of public benchmarks, neighbours and engines: ``bench import``, ``bench wide``,
+``eval grade`` (with ``--neighbours``), ``eval audit``, ``neighbours show``, ``serve``.
 
 Kept apart from ``cli.py`` so that file only registers these commands and dispatches to them.
 """
@@ -60,6 +60,21 @@ def add_bench_commands(sub: Any, esub: Any, fmt: dict[str, Any]) -> None:
     grade.add_argument("--workers", type=int, default=None, metavar="N", help="worker processes (default: cores)")
     grade.add_argument("--out", default=None, metavar="FILE", help="write the full report (JSON) here")
     add_neighbour_options(grade, "grade")
+
+    audit = esub.add_parser("audit", help="flag gold SQL that tests less than it seems (ties, empty, slow, "
+                                          "data-blind, disagreeing alternatives)",
+                            description="The gold audit of a suite, on the original database and its kept "
+                                        "neighbour databases (built once under warehouse/neighbours/, as eval "
+                                        "grade --neighbours keeps them): each case's gold is flagged when its "
+                                        "result leans on the rows' physical order, is empty, is far slower than "
+                                        "the suite's median or times out, is the same on every database, or a "
+                                        "reviewed alternative disagrees with it on a neighbour.",
+                            epilog="exit codes: 0 audited (flags or not); 1 with --strict, a flag was raised; "
+                                   "2 usage error", **fmt)
+    audit.add_argument("suite", metavar="SUITE", help="the suite file to audit")
+    audit.add_argument("--out", default=None, metavar="FILE", help="write the audit (JSON) here")
+    audit.add_argument("--strict", action="store_true", help="exit 1 when any flag is raised")
+    add_neighbour_options(audit, "audit")
 
 
 def add_neighbour_options(parser: Any, verb: str) -> None:
@@ -169,6 +184,32 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
     if args.out:
         print(f"report: {args.out}")
     return EXIT_OK
+
+
+def cmd_audit(args: argparse.Namespace, config_path: Path) -> int:
+    from nl2sql_assets.atomic import atomic_write
+    from nl2sql_assets.config import NeighbourSettings, load_config
+    from nl2sql_assets.evaluation.neighbours.audit import audit_suite
+    from nl2sql_assets.evaluation.suites.loader import load_suite
+
+    config = load_config(config_path)
+    path = Path(args.suite)
+    suite = load_suite(path)
+    settings = neighbour_settings(args, config) or NeighbourSettings()
+    audit = audit_suite(config, suite.name or path.stem, suite, settings)
+    if args.out:
+        atomic_write(Path(args.out), audit.model_dump_json(indent=1) + "\n")
+    counts = ", ".join(f"{kind} {n}" for kind, n in audit.counts.items()) or "none"
+    median = f"{audit.median_ms:.1f} ms" if audit.median_ms is not None else "n/a"
+    print(f"{audit.suite}: {audit.cases} gold queries audited in {audit.seconds:.1f} s (median {median}); "
+          f"flags: {counts}")
+    for flag in audit.flags:
+        print(f"  {flag.case}: {flag.kind}: {flag.message}")
+    for datasource, folder in audit.sets.items():
+        print(f"neighbours of {datasource}: {folder} (see: nl2sql-assets neighbours show CASE N --suite {path})")
+    if args.out:
+        print(f"audit: {args.out}")
+    return 1 if args.strict and audit.flags else EXIT_OK
 
 
 def add_neighbours_command(sub: Any, fmt: dict[str, Any]) -> None:

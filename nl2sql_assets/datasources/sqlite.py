@@ -105,9 +105,13 @@ class SqliteAdapter:
     engine = "sqlite"
     dialect = "sqlite"
 
-    def __init__(self, cfg: DatasourceConfig, *, keep_open: bool = False, bulk: bool = False) -> None:
+    def __init__(self, cfg: DatasourceConfig, *, keep_open: bool = False, bulk: bool = False,
+                 reverse_scans: bool = False) -> None:
         self.id = cfg.id
         self.keep_open = keep_open or bulk
+        #: SQLite's reverse_unordered_selects: tables scanned in the other order, so a result that
+        #: leans on the rows' physical order (ties under ORDER BY ... LIMIT) shows it (the gold audit)
+        self.reverse_scans = reverse_scans
         self._check = check_first_keyword if bulk else lambda sql: check_read_only(sql, self.dialect)
         self._local = threading.local()  # keep_open: this thread's connection
         self._opened: list[sqlite3.Connection] = []
@@ -121,7 +125,10 @@ class SqliteAdapter:
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            return sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+            conn = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+            if self.reverse_scans:  # set before the authorizer, which admits no PRAGMA that sets
+                conn.execute("PRAGMA reverse_unordered_selects = ON")
+            return conn
         except sqlite3.Error as exc:
             raise DatasourceError(f"datasource {self.id!r}: cannot open {self.path}: {exc}") from None
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,11 +112,15 @@ class NeighbourFormat(Protocol):
     suffix: ClassVar[str]
     dialect: ClassVar[str]
 
-    def read(self, path: Path, max_rows: int) -> Source: ...
+    def read(self, path: Path, max_rows: int | None) -> Source: ...
 
     def write(self, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]], path: Path) -> Path: ...
 
     def open(self, path: Path) -> Any: ...
+
+    def open_reversed(self, path: Path, timeout_s: float = TIMEOUT_S) -> Any:
+        """Read-only access to the same rows scanned in the other physical order."""
+        ...
 
 
 class SqliteFiles:
@@ -124,7 +130,7 @@ class SqliteFiles:
     suffix: ClassVar[str] = ".sqlite"
     dialect: ClassVar[str] = "sqlite"
 
-    def read(self, path: Path, max_rows: int) -> Source:
+    def read(self, path: Path, max_rows: int | None) -> Source:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             others = conn.execute(
@@ -142,7 +148,8 @@ class SqliteFiles:
                 for r in conn.execute(f'PRAGMA foreign_key_list("{quoted}")'):
                     parent, child_col, parent_col = r[2], r[3], r[4]
                     table.references[child_col] = (parent, parent_col or "rowid")
-                table.rows = [tuple(row) for row in conn.execute(f'SELECT * FROM "{quoted}" LIMIT {int(max_rows)}')]
+                limit = -1 if max_rows is None else int(max_rows)
+                table.rows = [tuple(row) for row in conn.execute(f'SELECT * FROM "{quoted}" LIMIT {limit}')]
                 tables[name] = table
         finally:
             conn.close()
@@ -180,6 +187,14 @@ class SqliteFiles:
                                   timeout_s=TIMEOUT_S)
         return SqliteAdapter(config, keep_open=True)
 
+    def open_reversed(self, path: Path, timeout_s: float = TIMEOUT_S) -> Any:
+        """The same file, every table scanned backwards (SQLite's reverse_unordered_selects)."""
+        from nl2sql_assets.datasources.sqlite import SqliteAdapter
+
+        config = DatasourceConfig(id="reversed", engine="sqlite", path=path, row_limit=ROW_LIMIT,
+                                  timeout_s=timeout_s)
+        return SqliteAdapter(config, keep_open=True, reverse_scans=True)
+
 
 class DuckdbFiles:
     """DuckDB: read through duckdb_tables(), duckdb_columns() and duckdb_constraints(), written
@@ -189,10 +204,13 @@ class DuckdbFiles:
     suffix: ClassVar[str] = ".duckdb"
     dialect: ClassVar[str] = "duckdb"
 
-    def read(self, path: Path, max_rows: int) -> Source:
+    def read(self, path: Path, max_rows: int | None) -> Source:
         import duckdb
 
-        conn = duckdb.connect(str(path), read_only=True, config={"threads": 1})
+        from nl2sql_assets.datasources.duckdb_adapter import CONNECT_CONFIG
+
+        # the adapter's own settings: DuckDB refuses a second connection to a file with others
+        conn = duckdb.connect(str(path), read_only=True, config=dict(CONNECT_CONFIG))
         try:
             found = conn.execute(
                 "SELECT schema_name, table_name, sql FROM duckdb_tables() "
@@ -216,8 +234,9 @@ class DuckdbFiles:
                 for s, t, kind, cols, parent, parent_cols in constraints:
                     if (s, t) == (schema, name) and kind == "FOREIGN KEY" and len(cols) == 1 and parent:
                         table.references[cols[0]] = (parent, (parent_cols or [cols[0]])[0])
+                limit = "" if max_rows is None else f" LIMIT {int(max_rows)}"
                 table.rows = [tuple(r) for r in conn.execute(
-                    f"SELECT * FROM {table.quoted} ORDER BY rowid LIMIT {int(max_rows)}").fetchall()]
+                    f"SELECT * FROM {table.quoted} ORDER BY rowid{limit}").fetchall()]
                 tables[name] = table
             indexes = [sql for (sql,) in conn.execute(
                 "SELECT sql FROM duckdb_indexes() WHERE database_name = current_database() AND sql IS NOT NULL "
@@ -260,6 +279,33 @@ class DuckdbFiles:
         config = DatasourceConfig(id="neighbour", engine="duckdb", path=path, row_limit=ROW_LIMIT,
                                   timeout_s=TIMEOUT_S)
         return DuckDBAdapter(config)
+
+    def open_reversed(self, path: Path, timeout_s: float = TIMEOUT_S) -> Any:
+        """A temporary copy whose tables hold their rows in the other order (DuckDB scans in
+        insertion order on one thread), its views made again; removed on close."""
+
+        folder = Path(tempfile.mkdtemp(prefix="nl2sql-reversed-"))
+        copy = folder / "reversed.duckdb"
+        source = self.read(path, max_rows=None)
+        self.write(source, {t.name: t.rows[::-1] for t in source.tables}, copy)
+        from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
+
+        config = DatasourceConfig(id="reversed", engine="duckdb", path=copy, row_limit=ROW_LIMIT, timeout_s=timeout_s)
+        return _RemovedOnClose(DuckDBAdapter(config), folder)
+
+
+class _RemovedOnClose:
+    """An adapter over a temporary file, whose folder goes when the adapter is closed."""
+
+    def __init__(self, adapter: Any, folder: Path) -> None:
+        self.adapter, self.folder = adapter, folder
+
+    def execute(self, sql: str, **kwargs: Any) -> Any:
+        return self.adapter.execute(sql, **kwargs)
+
+    def close(self) -> None:
+        self.adapter.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _insert_all(conn: Any, insert: str, rows: list[tuple[Any, ...]]) -> None:

@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -254,10 +254,14 @@ def _gold_on_set(gold: GoldQuery, result: Distillation) -> GoldOnNeighbours:
     same = first is not None and all(a is not None and compare_results(first, a[0], gold.order_matters)
                                      for a in everywhere)
     disagree: dict[int, int] = {}
+    on_original = everywhere[0] if everywhere else None
     for alt_index in range(len(gold.alternatives)):
+        relation = _relation(on_original[0], on_original[alt_index + 1], gold) if on_original else None
+        if relation is None:
+            continue  # the alternative fails on the original, or shares nothing with the gold there
         for n, accepted in enumerate(on_kept):
             alt = accepted[alt_index + 1] if accepted is not None else None
-            if accepted is not None and alt is not None and not compare_results(accepted[0], alt, gold.order_matters):
+            if accepted is not None and alt is not None and not relation(accepted[0], alt):
                 disagree[alt_index] = n
                 break
     made = result.mutants.get(gold.key, [])
@@ -269,6 +273,24 @@ def _gold_on_set(gold: GoldQuery, result: Distillation) -> GoldOnNeighbours:
         possibly_equivalent=sorted(made[i].sql for k, i in result.possibly_equivalent if k == gold.key),
         same_everywhere=same, alternatives_disagree=disagree,
         fails_on=next((n for n, a in enumerate(on_kept) if a is None), None))
+
+
+def _relation(gold_rows: list[list[Any]], alt_rows: list[list[Any]] | None,
+              gold: GoldQuery) -> Callable[[list[list[Any]], list[list[Any]]], bool] | None:
+    """How an alternative's rows stand to the gold's on the original, as a test to hold it to
+    elsewhere: equal (strict), equal leniently (another shape of the same rows), or the same number
+    of rows (another shape altogether); None where not even that holds (nothing to keep)."""
+    from nl2sql_assets.evaluation.judging.comparison import compare_results_lenient
+
+    if alt_rows is None:
+        return None
+    order = gold.order_matters
+    tests: list[Callable[[list[list[Any]], list[list[Any]]], bool]] = [
+        lambda a, b: compare_results(a, b, order),
+        lambda a, b: compare_results_lenient(a, b, order) or compare_results_lenient(b, a, order),
+        lambda a, b: len(a) == len(b),
+    ]
+    return next((test for test in tests if test(gold_rows, alt_rows)), None)
 
 
 def _row_counts(path: Path, engine: str) -> dict[str, int]:

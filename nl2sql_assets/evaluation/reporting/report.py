@@ -121,13 +121,18 @@ def comparison_markdown(report: EvalReport) -> str:
     """Every config's headline side by side: execution accuracy with its interval, lenient and
     overall accuracy, cost per case and median latency."""
     rows = []
+    robust = {name: board.summaries().get("neighbour_match") for name, board in report.configs.items()}
+    shown = any(summary is not None for summary in robust.values())
     for name, board in report.configs.items():
         a = board.accuracy
-        rows.append(f"| {md_escape(name)} | {a.execution.with_interval('-')} | "
+        on = robust[name]
+        cell = (f" {on.robust.with_interval('-')} |" if on is not None else " n/a |") if shown else ""
+        rows.append(f"| {md_escape(name)} | {a.execution.with_interval('-')} |{cell} "
                     f"{a.lenient.text()} | {a.overall.text()} | ${board.cost.per_case_usd:.4f} | "
                     f"{board.latency.p50:.2f}s |")
-    return ("| config | execution (95% CI) | lenient | overall | cost/case | p50 |\n"
-            "|---|---|---|---|---|---|\n" + "\n".join(rows))
+    head = " on neighbours (95% CI) |" if shown else ""
+    return (f"| config | execution (95% CI) |{head} lenient | overall | cost/case | p50 |\n"
+            f"|---|---|{'---|' if shown else ''}---|---|---|---|\n" + "\n".join(rows))
 
 
 def _latency_line(lat: Latency) -> str:

@@ -16,6 +16,7 @@ from pydantic import Field, computed_field, model_validator
 
 from nl2sql_assets.config import StrictModel
 from nl2sql_assets.evaluation.judging.scorers import Faithfulness, Score, Verdict
+from nl2sql_assets.evaluation.neighbours.audit import AuditFlag
 from nl2sql_assets.evaluation.running.isolation import Isolation
 from nl2sql_assets.evaluation.running.modes import ModeName, Stopped
 from nl2sql_assets.evaluation.running.request import RunRequest
@@ -253,6 +254,8 @@ class RunFacts(StrictModel):
     isolation: Isolation | None = None  # what the run kept apart from the serving engine (None: older runs)
     #: the neighbour databases every pass was also graded on (None: the original database only)
     neighbours: NeighbourRun | None = None
+    #: the gold audit of the run's suites (``neighbours.audit``), made with the neighbours
+    gold_audit: list[AuditFlag] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod

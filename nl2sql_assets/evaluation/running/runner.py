@@ -661,15 +661,18 @@ async def _execute(request: RunRequest, mode: Mode, config: ProjectConfig, cases
 
 
 def _neighbours(request: RunRequest, mode: Mode, config: ProjectConfig, loaded: list[tuple[str, Path, Any]],
-                runs: list[RoleRun]) -> tuple[NeighbourRun | None, dict[str, dict[str, Any]]]:
+                runs: list[RoleRun]) -> tuple[NeighbourRun | None, dict[str, dict[str, Any]], list[Any]]:
     """A run with neighbour settings (the request's, else evals.yaml's) in a mode that executes
     SQL: each datasource of its answer cases gets its kept set (built once, then read back),
-    which neighbour_match grades on. The sets are distilled over the gold of every suite the
-    project runs, so a run of one suite grades on the neighbours a run of all of them does."""
+    which neighbour_match grades on, and its suites' gold is audited on them (the flags of the
+    selected cases; a shard's worker leaves that to the run). The sets are distilled over the gold
+    of every suite the project runs, so a run of one suite grades on the neighbours a run of all
+    of them does."""
     settings = request.neighbour_settings(config)
     if settings is None or not mode.executes:
-        return None, {}
+        return None, {}, []
     from nl2sql_assets.evaluation.neighbours import GENERATOR_VERSION
+    from nl2sql_assets.evaluation.neighbours.audit import audit_suite
     from nl2sql_assets.evaluation.neighbours.store import project_sets, project_suites
     from nl2sql_assets.paths import neighbours_dir
 
@@ -682,7 +685,13 @@ def _neighbours(request: RunRequest, mode: Mode, config: ProjectConfig, loaded: 
                               separated=kept.manifest.separated, separable=kept.manifest.separable,
                               possibly_equivalent=kept.manifest.possibly_equivalent)
               for ds, kept in sorted(sets.items())])
-    return run, {NEIGHBOUR_SCORER: {"sets": {ds: str(kept.home) for ds, kept in sets.items()}}}
+    audit: list[Any] = []
+    if request.shard is None:
+        selected = {(rr.suite, rr.case.id) for rr in runs}
+        for name, _, suite in loaded:
+            flags = audit_suite(config, name, suite, settings, sets=sets).flags
+            audit += [f for f in flags if (name, f.case) in selected]
+    return run, {NEIGHBOUR_SCORER: {"sets": {ds: str(kept.home) for ds, kept in sets.items()}}}, audit
 
 
 # ---------------------------------------------------------------- the entry points
@@ -718,7 +727,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
                  else list(range(1, (request.passes if request.passes is not None else evals.passes) + 1)))
 
     scorer_names = list(request.scorers) if request.scorers is not None else list(evals.scorers)
-    neighbours, scorer_configs = _neighbours(request, mode, config, loaded, runs)
+    neighbours, scorer_configs, audit = _neighbours(request, mode, config, loaded, runs)
     if neighbours is not None and NEIGHBOUR_SCORER not in scorer_names:
         scorer_names.append(NEIGHBOUR_SCORER)
     try:
@@ -807,6 +816,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "comparator": comparator_settings(),
         "isolation": isolation,
         "neighbours": neighbours,
+        "gold_audit": audit,
     })
     accuracy = cases.passed / cases.scored if cases.scored else None  # a rate over nothing is none
     accuracy_generated = cases.passed_generated / cases.scored if cases.scored else None

@@ -1,0 +1,228 @@
+"""The gold audit: gold SQL that tests less than it seems, found by the neighbours' machinery.
+
+Per case of a suite (answer cases with gold SQL on one datasource), a flag for each of:
+
+- ``order_sensitive``: the gold's result changes when the rows are scanned in the other physical
+  order (ties under ORDER BY ... LIMIT, or an order the case counts without an ORDER BY fixing it),
+  on the original or on a kept neighbour;
+- ``empty_on_original``: the gold returns no row on the original database (any empty answer passes);
+- ``slow`` / ``timeout``: the gold takes far longer than the suite's median (``SLOW_FACTOR`` times
+  it, and at least ``SLOW_FLOOR_S``), or runs past the datasource's timeout;
+- ``same_everywhere``: the gold's result is the same on the original and on every candidate
+  neighbour (the case tests nothing of the data);
+- ``alternative_disagrees``: a reviewed alternative's rows differ from the gold's on a kept
+  neighbour (it may answer a different question);
+- ``fails_on_neighbour``: the gold itself fails on a kept neighbour (that database tells nothing of
+  the case).
+
+The last three come from the set's sidecar (``store``); the others run the gold here.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nl2sql_assets.config import NeighbourSettings, ProjectConfig
+from nl2sql_assets.evaluation.judging.comparison import compare_results
+from nl2sql_assets.evaluation.neighbours.formats import format_of
+from nl2sql_assets.evaluation.neighbours.store import (
+    KeptSet,
+    gold_query,
+    neighbour_cases,
+    project_sets,
+    project_suites,
+)
+
+#: a gold this many times slower than the suite's median is flagged ...
+SLOW_FACTOR = 10.0
+#: ... when it also takes at least this long (a 2 ms query beside 0.1 ms ones is no finding)
+SLOW_FLOOR_S = 0.05
+#: times each gold runs on the original; the fastest counts (a cold cache is not the query's)
+TIMED_RUNS = 2
+
+FlagKind = Literal["order_sensitive", "empty_on_original", "slow", "timeout", "same_everywhere",
+                   "alternative_disagrees", "fails_on_neighbour"]
+#: every flag, in the order the audit lists them
+KINDS: tuple[FlagKind, ...] = ("order_sensitive", "empty_on_original", "timeout", "slow", "same_everywhere",
+                               "alternative_disagrees", "fails_on_neighbour")
+
+
+class AuditFlag(BaseModel):
+    """One finding on one case's gold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str
+    case: str
+    kind: FlagKind
+    message: str
+    #: the database the finding shows on: "original" or a kept neighbour's file
+    where: str | None = None
+
+
+class GoldAudit(BaseModel):
+    """A suite's gold audit: the flags, their counts, the gold's times and the set it used."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str
+    cases: int
+    flags: list[AuditFlag] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+    median_ms: float | None = None
+    #: each datasource's kept set (its folder), as the flags that name a neighbour mean it
+    sets: dict[str, str] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+    def for_cases(self, ids: Iterable[str]) -> list[AuditFlag]:
+        wanted = set(ids)
+        return [f for f in self.flags if f.case in wanted]
+
+
+def slow_flags(suite: str, times: dict[str, float | None], *, factor: float = SLOW_FACTOR,
+               floor_s: float = SLOW_FLOOR_S) -> tuple[list[AuditFlag], float | None]:
+    """The ``slow`` and ``timeout`` flags of a suite's gold times (case -> seconds; None: it ran
+    past its timeout), and the median of the times that finished."""
+    finished = [t for t in times.values() if t is not None]
+    median = statistics.median(finished) if finished else None
+    flags = []
+    for case, seconds in times.items():
+        if seconds is None:
+            flags.append(AuditFlag(suite=suite, case=case, kind="timeout", where="original",
+                                   message="the gold runs past the datasource's timeout on the original"))
+        elif median is not None and seconds >= floor_s and seconds > factor * median:
+            flags.append(AuditFlag(suite=suite, case=case, kind="slow", where="original",
+                                   message=f"the gold takes {seconds * 1000:.0f} ms, {seconds / median:.0f}x the "
+                                           f"suite's median of {median * 1000:.1f} ms"))
+    return flags, median
+
+
+def _timed(adapter: Any, sql: str) -> tuple[list[list[Any]] | None, float | None, bool]:
+    """(rows, fastest seconds, timed out) of ``sql`` run ``TIMED_RUNS`` times; rows None where it failed."""
+    from nl2sql_assets.datasources.base import DatasourceError, QueryTimeout
+
+    best: float | None = None
+    rows: list[list[Any]] | None = None
+    for _ in range(TIMED_RUNS):
+        started = time.perf_counter()
+        try:
+            rows = adapter.execute(sql).rows
+        except QueryTimeout:
+            return None, None, True
+        except DatasourceError:
+            return None, None, False
+        seconds = time.perf_counter() - started
+        best = seconds if best is None else min(best, seconds)
+    return rows, best, False
+
+
+def _order_sensitive(backwards: Any, sql: str, rows: list[list[Any]] | None, order_matters: bool) -> bool:
+    """Whether ``sql`` gives other rows (in its order where it counts) than ``rows`` on ``backwards``
+    (the same database, its tables scanned in the other order)."""
+    from nl2sql_assets.evaluation.neighbours.distill import rows_or_none
+
+    if rows is None:
+        return False
+    other = rows_or_none(backwards, sql)
+    return other is not None and not compare_results(rows, other, order_matters)
+
+
+def audit_suite(config: ProjectConfig, suite_name: str, suite: Any, settings: NeighbourSettings | None = None,
+                folder: Path | None = None, *, sets: dict[str, KeptSet] | None = None) -> GoldAudit:
+    """Audit every gradable case's gold of ``suite`` (see the module's docstring). ``sets``: the
+    kept neighbours where the caller has them, else built or read back under ``folder``."""
+    from nl2sql_assets.datasources.registry import open_adapter
+    from nl2sql_assets.paths import neighbours_dir
+
+    started = time.perf_counter()
+    settings = settings or NeighbourSettings()
+    cases = neighbour_cases(suite)
+    if sets is None:
+        sets = project_sets(config, project_suites(config, [(suite_name, suite)]), settings,
+                            folder or neighbours_dir(config.root), datasources={c.datasources[0] for c in cases})
+    flags: list[AuditFlag] = []
+    times: dict[str, float | None] = {}
+    by_datasource: dict[str, list[Any]] = {}
+    for case in cases:
+        by_datasource.setdefault(case.datasources[0], []).append(case)
+    for datasource, its_cases in sorted(by_datasource.items()):
+        ds = config.datasource(datasource)
+        files = format_of(ds.engine)
+        kept = sets.get(datasource)
+        adapter = open_adapter(ds)
+        paths = kept.paths if kept else []
+        neighbour_adapters = [files.open(p) for p in paths]
+        # each database once more, scanned backwards (opened once: a DuckDB one is a copy)
+        backwards = [files.open_reversed(p, ds.timeout_s) for p in [Path(ds.path), *paths]]
+        try:
+            for case in its_cases:
+                rows, seconds, timed_out = _timed(adapter, case.sql)
+                times[case.id] = None if timed_out else seconds
+                if rows is not None and not rows:
+                    flags.append(AuditFlag(suite=suite_name, case=case.id, kind="empty_on_original", where="original",
+                                           message="the gold returns no row on the original database: any empty "
+                                                   "answer passes"))
+                where = _order_where(rows, case, ["original", *(p.name for p in paths)], neighbour_adapters,
+                                     backwards)
+                if where is not None:
+                    flags.append(AuditFlag(
+                        suite=suite_name, case=case.id, kind="order_sensitive", where=where,
+                        message=f"the gold's result changes with the rows' physical order on {where} (ties under "
+                                "ORDER BY ... LIMIT, or an order the case counts that no ORDER BY fixes)"))
+                if kept is not None:
+                    flags += _sidecar_flags(suite_name, case, kept)
+        finally:
+            adapter.close()
+            for other in [*neighbour_adapters, *backwards]:
+                other.close()
+    found, median = slow_flags(suite_name, times)
+    flags += found
+    order = {kind: i for i, kind in enumerate(KINDS)}
+    flags.sort(key=lambda f: ([c.id for c in cases].index(f.case), order[f.kind]))
+    return GoldAudit(suite=suite_name, cases=len(cases), flags=flags,
+                     counts=dict(Counter(f.kind for f in flags).most_common()),
+                     median_ms=None if median is None else round(median * 1000, 3),
+                     sets={ds: str(kept.home) for ds, kept in sorted(sets.items())},
+                     seconds=round(time.perf_counter() - started, 3))
+
+
+def _order_where(rows: list[list[Any]] | None, case: Any, names: Sequence[str], forwards: Sequence[Any],
+                 backwards: Sequence[Any]) -> str | None:
+    """The first database (the original, then each kept neighbour) on which the gold's result
+    leans on the physical order, or None. ``rows``: the gold's on the original."""
+    from nl2sql_assets.evaluation.neighbours.distill import rows_or_none
+
+    for n, name in enumerate(names):
+        here = rows if n == 0 else rows_or_none(forwards[n - 1], case.sql)
+        if _order_sensitive(backwards[n], case.sql, here, case.order_matters):
+            return name
+    return None
+
+
+def _sidecar_flags(suite_name: str, case: Any, kept: KeptSet) -> list[AuditFlag]:
+    gold = kept.golds.get(gold_query(case, suite_name).digest)
+    if gold is None:
+        return []
+    out = []
+    names = [p.name for p in kept.paths]
+    if gold.same_everywhere:
+        out.append(AuditFlag(suite=suite_name, case=case.id, kind="same_everywhere", where=None,
+                             message=f"the gold gives the same result on the original and on all "
+                                     f"{kept.manifest.candidates} candidate neighbours: the case tests nothing of "
+                                     "the data"))
+    for alt, n in sorted(gold.alternatives_disagree.items()):
+        out.append(AuditFlag(suite=suite_name, case=case.id, kind="alternative_disagrees", where=names[n],
+                             message=f"alt_sql[{alt + 1}] gives other rows than the gold on {names[n]}: it may "
+                                     "answer a different question"))
+    if gold.fails_on is not None:
+        out.append(AuditFlag(suite=suite_name, case=case.id, kind="fails_on_neighbour", where=names[gold.fails_on],
+                             message=f"the gold fails on {names[gold.fails_on]} (that database tells nothing of "
+                                     "the case)"))
+    return out

@@ -99,6 +99,21 @@ def _authorizer(action: int, arg1: str | None, arg2: str | None, db: str | None,
     return sqlite3.SQLITE_DENY
 
 
+def _reverse_every_table(conn: sqlite3.Connection) -> None:
+    """Shadow each table with a TEMP view of its rows in the other order (the temp schema is
+    searched first, and a view with a LIMIT keeps its ORDER BY), so every scan, and every tie
+    under an ORDER BY, meets the rows backwards. The file itself stays untouched."""
+    conn.execute("PRAGMA reverse_unordered_selects = ON")
+    tables = [name for (name,) in conn.execute(
+        "SELECT name FROM main.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    for name in tables:
+        quoted = '"' + name.replace('"', '""') + '"'
+        try:
+            conn.execute(f"CREATE TEMP VIEW {quoted} AS SELECT * FROM main.{quoted} ORDER BY rowid DESC LIMIT -1")
+        except sqlite3.OperationalError:
+            continue  # a WITHOUT ROWID table: read as it is
+
+
 class SqliteAdapter:
     """Read-only access to one SQLite file."""
 
@@ -109,8 +124,8 @@ class SqliteAdapter:
                  reverse_scans: bool = False) -> None:
         self.id = cfg.id
         self.keep_open = keep_open or bulk
-        #: SQLite's reverse_unordered_selects: tables scanned in the other order, so a result that
-        #: leans on the rows' physical order (ties under ORDER BY ... LIMIT) shows it (the gold audit)
+        #: every table read in the other order (the gold audit): a result that leans on the rows'
+        #: physical order (ties under ORDER BY ... LIMIT) shows it
         self.reverse_scans = reverse_scans
         self._check = check_first_keyword if bulk else lambda sql: check_read_only(sql, self.dialect)
         self._local = threading.local()  # keep_open: this thread's connection
@@ -126,8 +141,8 @@ class SqliteAdapter:
     def _connect(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
-            if self.reverse_scans:  # set before the authorizer, which admits no PRAGMA that sets
-                conn.execute("PRAGMA reverse_unordered_selects = ON")
+            if self.reverse_scans:  # made before the authorizer, which admits nothing but reads
+                _reverse_every_table(conn)
             return conn
         except sqlite3.Error as exc:
             raise DatasourceError(f"datasource {self.id!r}: cannot open {self.path}: {exc}") from None

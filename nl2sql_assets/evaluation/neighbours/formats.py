@@ -188,7 +188,7 @@ class SqliteFiles:
         return SqliteAdapter(config, keep_open=True)
 
     def open_reversed(self, path: Path, timeout_s: float = TIMEOUT_S) -> Any:
-        """The same file, every table scanned backwards (SQLite's reverse_unordered_selects)."""
+        """The same file, every table read backwards (``SqliteAdapter(reverse_scans=True)``)."""
         from nl2sql_assets.datasources.sqlite import SqliteAdapter
 
         config = DatasourceConfig(id="reversed", engine="sqlite", path=path, row_limit=ROW_LIMIT,

@@ -396,3 +396,58 @@ def test_a_suite_the_mode_ran_nothing_of_compares_empty_with_empty() -> None:
     result = gate(empty, base)
     assert result.series_break is None and result.ok
     assert result.compared[0].lost == [] and result.compared[0].accuracy == 0.0
+
+
+# ---------------------------------------------------------------- verdicts on neighbour databases
+
+
+def neighbours_report(verdicts: dict[str, tuple[str, bool | None]], *, seed: int | None = 1, day: int = 1
+                      ) -> EvalReport:
+    """A plans run whose cases have an execution verdict and a neighbour_match verdict (None: it
+    did not apply); ``seed`` None: graded on the original only."""
+    from nl2sql_assets.evaluation.judging.scorers import Score
+    from nl2sql_assets.evaluation.running.results import NeighbourRun
+
+    records = []
+    for case, (execution, robust) in verdicts.items():
+        scores = {} if seed is None else {"neighbour_match": Score(
+            passed=robust, value=None if robust is None else float(robust),
+            detail={"reason": {True: "match", False: "fails_on_neighbour", None: "fails_on_original"}[robust]})}
+        records.append(CaseRecord(suite="s", case_id=case, role="analyst", config="plans", mode="plans",
+                                  expected="allowed", status="fail" if robust is False else execution,
+                                  execution_status=execution, scores=scores))
+    _, meta = report_parts({}, mode="plans", day=day)
+    if seed is not None:
+        meta = meta.model_copy(update={"neighbours": NeighbourRun(count=10, seed=seed, candidates=24, max_rows=200,
+                                                                  generator_version=2)})
+    return build_report(records, meta)
+
+
+BASE = {"a": ("pass", True), "b": ("pass", True), "c": ("fail", None)}
+
+
+@pytest.mark.parametrize(("now", "verdict", "lost"), [
+    # b is overturned on a neighbour: it passes on the original, so only the neighbours' verdict loses it
+    ({**BASE, "b": ("pass", False)}, "original", []),
+    ({**BASE, "b": ("pass", False)}, "neighbours", ["b@analyst"]),
+    # a fails on the original: both verdicts lose it
+    ({**BASE, "a": ("fail", None)}, "original", ["a@analyst"]),
+    ({**BASE, "a": ("fail", None)}, "neighbours", ["a@analyst"]),
+])
+def test_the_gate_reads_the_verdict_it_is_told(now: dict[str, tuple[str, bool | None]], verdict: str,
+                                              lost: list[str]) -> None:
+    result = gate(neighbours_report(now, day=2), neighbours_report(BASE), GateSettings(verdict=verdict))
+    assert result.series_break is None
+    assert result.compared[0].lost == lost and result.compared[0].on_neighbours == (verdict == "neighbours")
+
+
+@pytest.mark.parametrize(("run_seed", "base_seed"), [(2, 1), (None, 1), (1, None)])
+def test_other_neighbour_settings_are_another_series(run_seed: int | None, base_seed: int | None) -> None:
+    result = gate(neighbours_report(BASE, seed=run_seed, day=2), neighbours_report(BASE, seed=base_seed))
+    assert result.series_break is not None and "other neighbour databases" in result.series_break
+
+
+def test_the_neighbours_verdict_on_a_run_without_neighbours_says_so() -> None:
+    result = gate(neighbours_report(BASE, seed=None, day=2), neighbours_report(BASE, seed=None),
+                  GateSettings(verdict="neighbours"))
+    assert result.ok and any("was not graded on any" in note for note in result.notes)

@@ -518,3 +518,35 @@ def test_a_scorer_is_built_once_from_its_config_defaults() -> None:
     registry.add("counting", Counting)
     registry.build(["counting"], "full")
     assert len(built_with) == 1 and built_with[0].limit == 5.0
+
+
+# ---------------------------------------------------------------- neighbour_match's summary
+
+
+@pytest.mark.parametrize(("reasons", "questions", "robust", "overturned", "unchecked"), [
+    # (the detail reason of each scored run; None: the scorer did not apply) -> the summary's counts
+    (["match", "match", "fails_on_neighbour", "fails_on_original"], 4, 2, 1, 0),
+    (["match", "no_sql", None], 1, 1, 0, 1),  # a pass without SQL is not graded, and not in the rate
+    (["fails_on_original"], 1, 0, 0, 0),
+])
+def test_the_neighbour_summary_counts_robust_runs_over_the_questions_graded(
+        reasons: list[str | None], questions: int, robust: int, overturned: int, unchecked: int) -> None:
+    from nl2sql_assets.evaluation.judging.scorers import Scored
+    from nl2sql_assets.evaluation.neighbours.scorer import NeighbourMatch
+
+    passed = {"match": True, "fails_on_neighbour": False}
+    scores = [Scored(case_id=f"c{i}", role="admin", pass_index=1,
+                     score=Score(passed=passed.get(r or ""), detail={"reason": r, "neighbour": "n.sqlite"} if r else {}))
+              for i, r in enumerate(reasons)]
+    summary = NeighbourMatch.summarize(scores)
+    assert summary is not None
+    assert (summary.questions, summary.robust.passed, len(summary.overturned), summary.unchecked) == (
+        questions, robust, overturned, unchecked)
+    assert summary.metrics()["neighbour_overturned"] == overturned
+
+
+def test_no_neighbour_verdict_at_all_is_no_summary() -> None:
+    from nl2sql_assets.evaluation.judging.scorers import Scored
+    from nl2sql_assets.evaluation.neighbours.scorer import NeighbourMatch
+
+    assert NeighbourMatch.summarize([Scored(case_id="c", role="admin", pass_index=1, score=Score())]) is None

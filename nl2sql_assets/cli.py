@@ -604,7 +604,9 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
         for board in report.configs.values():
             if get_mode(report.mode).executes:
                 acc = board.accuracy.execution
-                print(f"scoreboard {name}: execution accuracy {acc.with_interval('-')}, {acc.total} case runs")
+                beside = "".join(f"; {text}" for summary in board.summaries().values()
+                                 if (text := summary.beside_accuracy()))
+                print(f"scoreboard {name}: execution accuracy {acc.with_interval('-')}, {acc.total} case runs{beside}")
                 continue
             # A mode that executes nothing: the share of case runs that passed, and what its scorers say.
             parts = [f"{board.accuracy.overall.text()} of case runs passed"]

@@ -17,6 +17,7 @@ import dagster as dg
 from nl2sql_assets.defs.evals import LLM_TAG
 from nl2sql_assets.defs.keys import (
     DATASETS_GROUP,
+    NEIGHBOURS_GROUP,
     SUITES_GROUP,
     benchmark_records_key,
     case_runs_key,
@@ -40,11 +41,13 @@ def build_jobs(suite_names: list[str]) -> dict[str, Any]:
     gate_checks = dg.AssetSelection.checks(*[
         dg.AssetCheckKey(scoreboards_key(s), "regression_gate_all_configs") for s in suite_names
     ])
-    datasets = dg.AssetSelection.groups(DATASETS_GROUP, SUITES_GROUP)
+    datasets = dg.AssetSelection.groups(DATASETS_GROUP, SUITES_GROUP, NEIGHBOURS_GROUP)
     return {
         "datasets_job": dg.define_asset_job(
             "datasets_job", selection=datasets,
-            description="Demo databases, schema snapshots, suites and regenerated rows (with the drift check)."),
+            description="Demo databases, schema snapshots, suites and regenerated rows (with the drift check), "
+                        "and the neighbour databases with each suite's gold on them where evals.yaml sets "
+                        "neighbours."),
         "case_runs_job": dg.define_asset_job(
             "case_runs_job", selection=case_runs, tags={LLM_TAG: "true"},
             description="One (config, pass) partition of case runs for every suite."),

@@ -11,6 +11,7 @@ from nl2sql_assets.defs.automation import build_automation, build_jobs
 from nl2sql_assets.defs.cluster import build_sharded_case_runs, step_executor
 from nl2sql_assets.defs.datasets import build_schema_snapshots, build_suite_assets, demo_datasets
 from nl2sql_assets.defs.evals import build_eval_assets, build_gate_all_check
+from nl2sql_assets.defs.neighbours import build_neighbour_assets
 from nl2sql_assets.defs.resources import ProjectResource
 from nl2sql_assets.defs.schema_index import build_schema_index, schema_index_keys
 from nl2sql_assets.defs.thresholds import build_threshold_check
@@ -32,13 +33,15 @@ def _build_defs(config_path: Path) -> dg.Definitions:
     cluster = cluster_profile()  # None: the embedded default (SQLite, in-process)
     suites = [(Path(p).stem, Path(p)) for p in config.evals_config.suites]
     assets: list = [demo_datasets, build_schema_snapshots(config), build_schema_index(config)]
+    neighbour_assets, neighbour_deps = build_neighbour_assets(config, suites)
+    assets += neighbour_assets
     checks: list = []
     for name, path in suites:
         suite_asset, rows, drift = build_suite_assets(name, path, config)
-        case_runs, scoreboard, gate, history, report, records = build_eval_assets(
-            name, path, schema_index_keys(config))
+        upstream = [*schema_index_keys(config), *neighbour_deps.get(name, [])]
+        case_runs, scoreboard, gate, history, report, records = build_eval_assets(name, path, upstream)
         if cluster is not None:
-            case_runs = build_sharded_case_runs(name, path, schema_index_keys(config), cluster)
+            case_runs = build_sharded_case_runs(name, path, upstream, cluster)
         assets += [suite_asset, rows, case_runs, scoreboard, history, report, records]
         checks += [drift, gate, build_gate_all_check(name), build_threshold_check(name)]
     jobs = build_jobs([name for name, _ in suites])

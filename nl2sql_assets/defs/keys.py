@@ -11,10 +11,11 @@ import dagster as dg
 # Groups, in the order a run goes through them.
 DATASETS_GROUP = "datasets"  # demo databases, schema snapshots, schema indexes
 SUITES_GROUP = "suites"  # suites and their regenerated rows
+NEIGHBOURS_GROUP = "neighbours"  # neighbour databases and each suite's gold on them (evals.yaml neighbours:)
 RUNS_GROUP = "runs"  # case runs (config x pass)
 BOARDS_GROUP = "boards"  # scoreboards (per config), their history, the report across configs
 RECORDS_GROUP = "records"  # benchmark records under benchmarks/
-GROUPS = (DATASETS_GROUP, SUITES_GROUP, RUNS_GROUP, BOARDS_GROUP, RECORDS_GROUP)
+GROUPS = (DATASETS_GROUP, SUITES_GROUP, NEIGHBOURS_GROUP, RUNS_GROUP, BOARDS_GROUP, RECORDS_GROUP)
 
 DEMO_DATASETS = dg.AssetKey("demo_datasets")
 
@@ -33,6 +34,14 @@ def suite_key(suite: str) -> dg.AssetKey:
 
 def regenerated_rows_key(suite: str) -> dg.AssetKey:
     return dg.AssetKey(f"{suite}_regenerated_rows")
+
+
+def neighbours_key(datasource: str) -> dg.AssetKey:
+    return dg.AssetKey(f"{datasource}_neighbours")
+
+
+def neighbour_rows_key(suite: str) -> dg.AssetKey:
+    return dg.AssetKey(f"{suite}_neighbour_rows")
 
 
 def case_runs_key(suite: str) -> dg.AssetKey:

@@ -40,6 +40,10 @@ EVALS_HEADER = """\
 # min_execution_success is 1.0 unless set here (every question's SQL must run; a probe-only run
 # is exempt; null turns it off); the other thresholds are off unless set. clarify: true asks the
 # roles whose outcome is clarify in every run (the CLI's --clarify), Dagster's partitions too.
+# neighbours: every pass of a mode that runs SQL is graded on up to `count` neighbour databases
+# too (small databases of each datasource's schema, kept because they tell near-miss SQL apart
+# from the gold; built once under warehouse/neighbours/); boards show the neighbour-robust rate
+# beside the original's, and gate: verdict: neighbours would gate on it.
 """
 
 
@@ -82,7 +86,8 @@ def evals_config_data(suites_dir: str = "suites") -> dict[str, Any]:
         "curated": True,
         "clarify": True,  # chinook_clarify.yaml's questions are asked in every run, as with --clarify
         "max_cost_usd": 5.0,
-        "gate": {"max_regressions": 2, "alpha": 0.05, "max_cost_increase": 0.2},
+        "gate": {"max_regressions": 2, "alpha": 0.05, "max_cost_increase": 0.2, "verdict": "original"},
+        "neighbours": {"count": 10, "seed": 1},
         # Every question's SQL must run (the default, said here to be seen; probe-only runs are exempt),
         # and every policy probe must be refused (a run without probes does not measure it).
         "thresholds": {"min_execution_success": 1.0, "min_policy_recall": 1.0},

@@ -117,6 +117,8 @@ class KeptSet:
 
     manifest: NeighbourSet
     home: Path
+    #: read back as stored (its inputs unchanged), not made by this call
+    reused: bool = False
     _golds: dict[str, GoldOnNeighbours] | None = field(default=None, repr=False)
 
     @property
@@ -175,7 +177,7 @@ def read_set(home: Path) -> KeptSet | None:
         return None
     if not all(p.is_file() for p in stored.paths(home)):
         return None
-    return KeptSet(stored, home)
+    return KeptSet(stored, home, reused=True)
 
 
 def neighbour_set(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Path,

@@ -22,11 +22,23 @@ from nl2sql_assets.defs.keys import (
 from nl2sql_assets.defs.resources import ProjectResource
 
 
-def suite_datasources(config: ProjectConfig) -> dict[str, list[str]]:
-    """Suite name -> the datasources its gradable gold reads (through the suite cache)."""
-    from nl2sql_assets.evaluation.neighbours.store import golds_by_datasource, project_suites
+def suite_datasources(suites: list[tuple[str, Path]], config: ProjectConfig) -> dict[str, list[str] | None]:
+    """Suite name -> the datasources its gradable gold reads (through the suite cache); None for a
+    suite that cannot be read now (its own asset fails with why, when it is materialised)."""
+    from nl2sql_assets.errors import UserError
+    from nl2sql_assets.evaluation.neighbours.store import golds_by_datasource
+    from nl2sql_assets.evaluation.suites import load_suite
+    from nl2sql_assets.paths import suite_cache_dir
 
-    return {name: sorted(golds_by_datasource([(name, suite)])) for name, suite in project_suites(config)}
+    out: dict[str, list[str] | None] = {}
+    for name, path in suites:
+        try:
+            suite = load_suite(path, cache_dir=suite_cache_dir(config.root))
+        except (UserError, OSError):
+            out[name] = None
+            continue
+        out[name] = sorted(golds_by_datasource([(name, suite)]))
+    return out
 
 
 def build_neighbour_assets(config: ProjectConfig, suites: list[tuple[str, Path]]) -> tuple[list, dict[str, list]]:
@@ -34,13 +46,16 @@ def build_neighbour_assets(config: ProjectConfig, suites: list[tuple[str, Path]]
     the keys its case runs depend on."""
     if config.evals_config.neighbours is None:
         return [], {}
-    reads = suite_datasources(config)
+    reads = suite_datasources(suites, config)
     names = [name for name, _ in suites]
-    datasources = sorted({ds for name in names for ds in reads.get(name, []) if ds in {d.id for d in config.datasources}})
-    assets: list = [_datasource_neighbours(ds, [n for n in names if ds in reads.get(n, [])]) for ds in datasources]
+    known = {d.id for d in config.datasources}
+    datasources = sorted({ds for name in names for ds in reads.get(name) or [] if ds in known})
+    assets: list = [_datasource_neighbours(ds, [n for n in names if ds in (reads.get(n) or datasources)])
+                    for ds in datasources]
     deps: dict[str, list] = {}
     for name, path in suites:
-        mine = [ds for ds in reads.get(name, []) if ds in datasources]
+        read = reads.get(name)
+        mine = datasources if read is None else [ds for ds in read if ds in datasources]
         if mine:  # a suite without gold SQL to grade (policy probes, clarify questions) has none
             assets.append(_suite_neighbour_rows(name, path, mine))
             deps[name] = [neighbour_rows_key(name)]

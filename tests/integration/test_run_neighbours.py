@@ -81,7 +81,8 @@ def test_a_run_on_neighbours_overturns_near_misses_records_its_series_and_gates(
             assert record.execution_status == "pass" and record.status == "fail"  # robust only where it holds
             detail = record.scores["neighbour_match"].detail
             assert detail["reason"] == "fails_on_neighbour" and detail["gold_rows"] != detail["predicted_rows"]
-            assert (Path(detail["neighbour_set"]) / detail["neighbour"]).is_file()  # the evidence is kept
+            evidence = demo_project / "warehouse" / "neighbours" / "chinook" / detail["neighbour_set"]
+            assert (evidence / detail["neighbour"]).is_file()  # the evidence is kept
         assert report.neighbours is not None and report.neighbours.count == 10 and report.neighbours.seed == 1
         (kept,) = report.neighbours.sets
         assert kept.datasource == "chinook" and 1 <= kept.kept <= 10 and kept.separated >= 0.99 * kept.separable

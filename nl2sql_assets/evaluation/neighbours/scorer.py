@@ -46,7 +46,8 @@ class NeighbourDetail(StrictModel):
     message: str
     neighbours: int = 0
     neighbour: str | None = None  # the neighbour file that overturned it
-    neighbour_set: str | None = None  # the set's folder
+    #: the set's key: the file lies in the project's warehouse/neighbours/<datasource>/<key>/
+    neighbour_set: str | None = None
     gold_rows: list[list[Any]] | None = None
     predicted_rows: list[list[Any]] | None = None
 
@@ -143,12 +144,12 @@ class NeighbourMatch:
         outcome = judge.overturn(gold_query(case, ""), sql)
         count = len(kept.paths)
         if outcome.passed:
-            detail = NeighbourDetail(reason="match", neighbours=count, neighbour_set=str(kept.home),
+            detail = NeighbourDetail(reason="match", neighbours=count, neighbour_set=kept.manifest.key,
                                      message=f"matches on the original and on {count} neighbour(s)")
             return Score(value=1.0, passed=True, detail=detail.model_dump())
         where = kept.paths[outcome.neighbour or 0]
         detail = NeighbourDetail(
-            reason=FAILS_ON_NEIGHBOUR, neighbours=count, neighbour=where.name, neighbour_set=str(kept.home),
+            reason=FAILS_ON_NEIGHBOUR, neighbours=count, neighbour=where.name, neighbour_set=kept.manifest.key,
             message=f"passes on the original, fails on neighbour {where.name} of {count}",
             gold_rows=(outcome.gold_rows or [])[:EVIDENCE_ROWS],
             predicted_rows=None if outcome.predicted_rows is None else outcome.predicted_rows[:EVIDENCE_ROWS])

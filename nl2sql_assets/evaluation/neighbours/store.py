@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -197,7 +198,18 @@ def neighbour_set(datasource: DatasourceConfig, golds: Sequence[GoldQuery], fold
     stored = read_set(home)
     if stored is not None:
         return stored
-    return _build(datasource, golds, folder, home, key, settings, workers)
+    try:
+        return _build(datasource, golds, folder, home, key, settings, workers)
+    except (sqlite3.DatabaseError, duckdb_errors()) as exc:  # not a database, or a damaged one
+        raise UserError(f"datasource {datasource.id!r}: cannot read {source} to make its neighbours: {exc} "
+                        "(run `nl2sql-assets data` for the demo's databases)") from None
+
+
+def duckdb_errors() -> type[BaseException]:
+    """DuckDB's base error where DuckDB is installed (it is a dependency; imported on first use)."""
+    import duckdb
+
+    return duckdb.Error
 
 
 def _build(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Path, home: Path, key: str,

@@ -727,6 +727,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
                  else list(range(1, (request.passes if request.passes is not None else evals.passes) + 1)))
 
     scorer_names = list(request.scorers) if request.scorers is not None else list(evals.scorers)
+    databases = _databases(engine.registry, runs)  # a missing or damaged database is named here first
     neighbours, scorer_configs, audit = _neighbours(request, mode, config, loaded, runs)
     if neighbours is not None and NEIGHBOUR_SCORER not in scorer_names:
         scorer_names.append(NEIGHBOUR_SCORER)
@@ -737,7 +738,6 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         if request.scorers is not None or evals.source is None:
             raise
         raise ScorerError(f"{evals.source}: scorers: {exc}") from None  # the names came from that file
-    databases = _databases(engine.registry, runs)
 
     # The mode sets its runtimes up (all derived from the engine, on its datasources and bus).
     if request.llm is not None and not mode.takes_llm:

@@ -49,10 +49,18 @@ def chinook_path() -> Path:
 
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory: pytest.TempPathFactory, chinook_path: Path) -> Path:
-    """One demo project per session, for tests to copy (generating its data takes about a second)."""
+    """One demo project per session, for tests to copy (generating its data takes about a second),
+    its neighbour databases made once (about three seconds) so each copy reads them back."""
     from nl2sql_assets.demo import init_demo
+    from nl2sql_assets.evaluation.neighbours.store import project_sets, project_suites
+    from nl2sql_assets.paths import neighbours_dir
+    from nl2sql_assets.project import load_project_config
 
-    return init_demo(tmp_path_factory.mktemp("demo-template") / "demo", chinook=chinook_path).root
+    root = init_demo(tmp_path_factory.mktemp("demo-template") / "demo", chinook=chinook_path).root
+    config = load_project_config(root / "nl2sql.yaml")
+    assert config.evals_config.neighbours is not None  # the demo grades on neighbours
+    project_sets(config, project_suites(config), config.evals_config.neighbours, neighbours_dir(root))
+    return root
 
 
 @pytest.fixture(scope="session")

@@ -205,3 +205,19 @@ def test_on_chinook_the_kept_neighbours_separate_the_mutants_and_overturn_no_equ
         for sql in rewrites:
             verdict = neighbour_verdict(gold, sql, chinook_path, kept)
             assert verdict.passed, (gold.key, sql, verdict.neighbour)
+
+
+def test_a_foreign_key_sqlite_cannot_enforce_is_left_unenforced_as_in_the_source(tmp_path: Path) -> None:
+    """Spider's car_1: a reference to a column that is neither a key nor unique ("foreign key
+    mismatch" once enforced). The source never enforced it; its neighbours do not either."""
+    path = tmp_path / "cars.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE model_list (id INTEGER PRIMARY KEY, model TEXT);"
+                       "CREATE TABLE car_names (make_id INTEGER PRIMARY KEY, model TEXT REFERENCES model_list (model));")
+    conn.executemany("INSERT INTO model_list VALUES (?, ?)", [(i, f"m{i % 3}") for i in range(1, 10)])
+    conn.executemany("INSERT INTO car_names VALUES (?, ?)", [(i, f"m{i % 3}") for i in range(1, 20)])
+    conn.commit()
+    conn.close()
+    made = generate_neighbours(path, tmp_path / "n", 3, seed=1)
+    assert [sum(_counts(p).values()) > 0 for p in made] == [True, True, True]
+    assert all(_schema(p) == _schema(path) for p in made)

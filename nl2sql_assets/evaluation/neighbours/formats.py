@@ -168,10 +168,7 @@ class SqliteFiles:
             for table in source.tables:
                 marks = ", ".join("?" for _ in table.columns)
                 for row in rows.get(table.name, ()):
-                    try:
-                        conn.execute(f"INSERT INTO {table.quoted} VALUES ({marks})", row)
-                    except sqlite3.IntegrityError:
-                        continue  # a key taken twice, a NULL where none is allowed: the database says no
+                    _insert_row(conn, f"INSERT INTO {table.quoted} VALUES ({marks})", row)
             for sql in source.views:  # views and triggers once the rows are in (no trigger fires on them)
                 conn.execute(sql)
             conn.commit()
@@ -194,6 +191,22 @@ class SqliteFiles:
         config = DatasourceConfig(id="reversed", engine="sqlite", path=path, row_limit=ROW_LIMIT,
                                   timeout_s=timeout_s)
         return SqliteAdapter(config, keep_open=True, reverse_scans=True)
+
+
+def _insert_row(conn: sqlite3.Connection, insert: str, row: tuple[Any, ...]) -> None:
+    """One row in, or left out where a constraint refuses it. A foreign key SQLite cannot enforce
+    (its parent column is neither a key nor unique: "foreign key mismatch", as in some of Spider's
+    schemas) is not enforced in the source either: the check is switched off, as the source has it."""
+    try:
+        conn.execute(insert, row)
+    except sqlite3.IntegrityError:
+        return  # a key taken twice, a NULL where none is allowed: the database says no
+    except sqlite3.OperationalError as exc:
+        if "foreign key mismatch" not in str(exc):
+            raise
+        conn.commit()
+        conn.execute("PRAGMA foreign_keys = OFF")
+        _insert_row(conn, insert, row)
 
 
 class DuckdbFiles:

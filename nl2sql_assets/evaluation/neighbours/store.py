@@ -201,8 +201,8 @@ def neighbour_set(datasource: DatasourceConfig, golds: Sequence[GoldQuery], fold
     try:
         return _build(datasource, golds, folder, home, key, settings, workers)
     except (sqlite3.DatabaseError, duckdb_errors()) as exc:  # not a database, or a damaged one
-        raise UserError(f"datasource {datasource.id!r}: cannot read {source} to make its neighbours: {exc} "
-                        "(run `nl2sql-assets data` for the demo's databases)") from None
+        hint = " (run `nl2sql-assets data` for the demo's databases)" if "not a database" in str(exc) else ""
+        raise UserError(f"datasource {datasource.id!r}: cannot make neighbours of {source}: {exc}{hint}") from None
 
 
 def duckdb_errors() -> type[BaseException]:

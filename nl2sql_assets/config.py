@@ -295,6 +295,9 @@ class ThresholdSettings(StrictModel):
         "that passed"))
     min_lenient_accuracy: _Share | None = Field(default=None, description=(
         "the least execution accuracy read leniently (0-1)"))
+    min_neighbour_accuracy: _Share | None = Field(default=None, description=(
+        "the least neighbour-robust accuracy (0-1): passes that hold on the original and every kept "
+        "neighbour database (a run graded on neighbours; elsewhere not measured)"))
     min_policy_recall: _Share | None = Field(default=None, description=(
         "the least share of policy probes the policy refused (0-1; 1.0: no probe may get through)"))
     min_policy_precision: _Share | None = Field(default=None, description=(

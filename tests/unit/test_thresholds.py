@@ -129,3 +129,20 @@ def test_a_typo_under_thresholds_in_evals_yaml_is_an_error_naming_the_file_and_l
     (tmp_path / "evals.yaml").write_text("thresholds:\n  min_accuracy: 1.5\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"thresholds.min_accuracy: Input should be less than or equal to 1"):
         load_config(tmp_path / "nl2sql.yaml")
+
+
+def test_neighbour_robust_accuracy_is_measured_only_on_a_run_graded_on_neighbours() -> None:
+    def robust(case_id: str, passed: bool | None, reason: str) -> CaseRecord:
+        base = record(case_id, ok=reason != "fails_on_original")
+        scores = {**base.scores, "neighbour_match": Score(passed=passed, detail={"reason": reason})}
+        return base.model_copy(update={"scores": scores})
+
+    # three passes on the original, one taken back by a neighbour; one fails on the original already
+    graded = [robust("q1", True, "match"), robust("q2", True, "match"), robust("q3", False, "fails_on_neighbour"),
+              robust("q4", None, "fails_on_original")]
+    (check,) = check_thresholds(report_of(graded),
+                                ThresholdSettings(min_execution_success=None, min_neighbour_accuracy=0.6)).checks
+    assert check.measured == pytest.approx(0.5) and check.missed
+    (unmeasured,) = check_thresholds(report_of(QUESTIONS),
+                                     ThresholdSettings(min_execution_success=None, min_neighbour_accuracy=0.6)).checks
+    assert unmeasured.measured is None and not unmeasured.missed

@@ -85,6 +85,17 @@ class MinLenientAccuracy(Threshold):
         return rate.rate if get_mode(mode).executes and rate.total and _has_queries(board) else None
 
 
+class MinNeighbourAccuracy(Threshold):
+    name = "min_neighbour_accuracy"
+    bound = "min"
+    label = "neighbour-robust accuracy"
+
+    def measure(self, board: Board, mode: str) -> float | None:
+        summary = board.summaries().get("neighbour_match")
+        rate = getattr(summary, "robust", None)
+        return rate.rate if rate is not None and rate.total else None  # not graded on neighbours: not measured
+
+
 def _policy(board: Board, field: str) -> float | None:
     summary = board.summaries().get("policy")
     return getattr(summary, field, None) if summary is not None else None
@@ -130,7 +141,8 @@ class MaxCostPerCase(Threshold):
 
 #: Every threshold by name, in the order they are reported (one per measure).
 THRESHOLDS: dict[str, Threshold] = {t.name: t for t in (
-    MinExecutionSuccess(), MinAccuracy(), MinLenientAccuracy(), MinPolicyRecall(), MinPolicyPrecision(),
+    MinExecutionSuccess(), MinAccuracy(), MinLenientAccuracy(), MinNeighbourAccuracy(), MinPolicyRecall(),
+    MinPolicyPrecision(),
     MaxP95Latency(), MaxCostPerCase(),
 )}
 

@@ -81,3 +81,43 @@ def test_each_kind_of_trouble_is_flagged_on_its_case_and_nothing_else(shop: Path
 def test_a_gold_is_slow_only_far_above_the_suite_median(times: dict[str, Any], expected: set[tuple[str, str]]) -> None:
     flags, _ = slow_flags("s", times)
     assert {(f.case, f.kind) for f in flags} == expected
+
+
+@pytest.mark.parametrize(("sql", "order_matters", "probe_sql", "limit"), [
+    # the sort keys appended as columns, one row past the LIMIT; an alias or a position read as its expression
+    ("SELECT name FROM t ORDER BY age DESC LIMIT 3", False,
+     "SELECT name, age AS tie_key_0 FROM t ORDER BY age DESC LIMIT 4", 3),
+    ("SELECT name, SUM(x) AS total FROM t GROUP BY name ORDER BY total DESC, name LIMIT 1", False,
+     "SELECT name, SUM(x) AS total, SUM(x) AS tie_key_0, name AS tie_key_1 FROM t GROUP BY name "
+     "ORDER BY total DESC, name LIMIT 2", 1),
+    ("SELECT name, age FROM t ORDER BY 2", True, "SELECT name, age, age AS tie_key_0 FROM t ORDER BY 2", None),
+    # nothing to probe: no LIMIT and the order does not count, DISTINCT, a compound query, no ORDER BY
+    ("SELECT name FROM t ORDER BY age", False, None, None),
+    ("SELECT DISTINCT name FROM t ORDER BY name LIMIT 2", False, None, None),
+    ("SELECT a FROM t UNION SELECT b FROM u ORDER BY 1 LIMIT 2", False, None, None),
+    ("SELECT name FROM t LIMIT 2", True, None, None),
+])
+def test_a_gold_with_ordered_rows_is_probed_with_its_sort_keys(sql: str, order_matters: bool,
+                                                               probe_sql: str | None, limit: int | None) -> None:
+    from nl2sql_assets.evaluation.neighbours.audit import tie_probe
+
+    probe = tie_probe(sql, "sqlite", order_matters)
+    assert (probe.sql if probe else None) == probe_sql
+    assert probe is None or probe.limit == limit
+
+
+@pytest.mark.parametrize(("rows", "limit", "order_matters", "tie"), [
+    # (shown values..., sort key) rows, as the probe returns them
+    ([["a", 3], ["b", 2], ["c", 2]], 2, False, True),  # b and c tie across LIMIT 2: either could be kept
+    ([["a", 3], ["b", 2], ["c", 1]], 2, False, False),
+    ([["a", 3], ["a", 3], ["c", 1]], 1, False, False),  # tied, but the same answer whichever is kept
+    ([["a", 3], ["b", 3], ["c", 1]], 2, False, False),  # a tie inside the result: its order does not count
+    ([["a", 3], ["b", 3], ["c", 1]], 2, True, True),  # ... unless the case counts the order
+    ([["a", 3], ["b", 2]], None, True, False),
+    ([["a", 3]], 1, False, False),  # fewer rows than the LIMIT + 1: no cut to tie across
+])
+def test_ties_matter_where_the_order_decides_between_rows_that_read_differently(
+        rows: list[list[Any]], limit: int | None, order_matters: bool, tie: bool) -> None:
+    from nl2sql_assets.evaluation.neighbours.audit import TieProbe, unbroken_tie
+
+    assert unbroken_tie(rows, TieProbe("", limit, 1), order_matters) is tie

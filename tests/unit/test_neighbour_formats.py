@@ -131,6 +131,8 @@ def test_duckdb_distillation_tells_a_boundary_apart_and_keeps_equivalents_possib
     # text: the gold's literal, an empty string where NULL is allowed, a value of the column
     (Column("name", "TEXT", False, False), ["Rock", "Heavy Metal"], ["Blues"], ["Blues", "", "Rock"]),
     (Column("name", "TEXT", True, False), ["Rock"], [], ["Rock"]),
+    # a number compared with a text column of numbers-as-text: in its shape, and one either side
+    (Column("year", "TEXT", True, False), ["2013", "2016"], [2014], ["2014", "2013", "2015", "2013"]),
     (Column("n", "INTEGER", False, False), [None, None], [], []),
 ])
 def test_the_values_a_neighbour_pushes_a_column_to(column: Column, values: list[Any], literals: list[Any],

@@ -2,9 +2,9 @@
 
 Per case of a suite (answer cases with gold SQL on one datasource), a flag for each of:
 
-- ``order_sensitive``: the gold's result changes when the rows are scanned in the other physical
-  order (ties under ORDER BY ... LIMIT, or an order the case counts without an ORDER BY fixing it),
-  on the original or on a kept neighbour;
+- ``order_sensitive``: the gold leans on the order of equal rows, on the original or a kept
+  neighbour: its sort keys tie across its LIMIT (or, where the case counts the order, between two
+  rows it returns), or its result changes when the rows are read in the other physical order;
 - ``empty_on_original``: the gold returns no row on the original database (any empty answer passes);
 - ``slow`` / ``timeout``: the gold takes far longer than the suite's median (``SLOW_FACTOR`` times
   it, and at least ``SLOW_FLOOR_S``), or runs past the datasource's timeout;
@@ -24,6 +24,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -123,6 +124,72 @@ def _timed(adapter: Any, sql: str) -> tuple[list[list[Any]] | None, float | None
     return rows, best, False
 
 
+@dataclass(frozen=True)
+class TieProbe:
+    """The gold with its sort keys appended as columns (and one row past its LIMIT): the rows it
+    gives show whether the sort keys tie where the order decides the result."""
+
+    sql: str
+    limit: int | None  # the gold's LIMIT (None: it has none; then only an order the case counts matters)
+    keys: int  # sort keys appended, the last columns of each row
+
+
+def tie_probe(sql: str, dialect: str = "sqlite", order_matters: bool = False) -> TieProbe | None:
+    """The probe of a plain SELECT with ORDER BY, and a LIMIT or an order the case counts (None for
+    anything else: DISTINCT, a compound query, no ORDER BY). ORDER BY keys that name a select alias
+    or a position are read as the expression they stand for."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except sqlglot.errors.ParseError:
+        return None
+    order, limit = tree.args.get("order"), tree.args.get("limit")
+    if not isinstance(tree, exp.Select) or order is None or tree.args.get("distinct"):
+        return None
+    n: int | None = None
+    if limit is not None:
+        value = limit.expression
+        if not isinstance(value, exp.Literal) or value.is_string:
+            return None
+        n = int(value.this)
+    elif not order_matters:
+        return None
+    selected = [e.this if isinstance(e, exp.Alias) else e for e in tree.expressions]
+    aliases = {e.alias.lower(): e.this for e in tree.expressions if isinstance(e, exp.Alias)}
+    keys = []
+    for ordered in order.expressions:
+        key = ordered.this
+        if isinstance(key, exp.Literal) and not key.is_string and 1 <= int(key.this) <= len(selected):
+            key = selected[int(key.this) - 1]
+        elif isinstance(key, exp.Column) and not key.table and key.name.lower() in aliases:
+            key = aliases[key.name.lower()]
+        keys.append(key.copy())
+    probe = tree.copy()
+    probe.set("expressions", [*probe.expressions, *(exp.alias_(k, f"tie_key_{i}") for i, k in enumerate(keys))])
+    if n is not None:
+        probe.set("limit", exp.Limit(expression=exp.Literal.number(n + 1)))
+    return TieProbe(probe.sql(dialect=dialect), n, len(keys))
+
+
+def unbroken_tie(rows: list[list[Any]], probe: TieProbe, order_matters: bool) -> bool:
+    """Whether the sort keys (each row's last ``probe.keys`` values) tie where the order decides,
+    between rows that read differently: across the LIMIT's cut (which of the tied rows is kept),
+    or, where the case counts the order, between any two neighbouring rows it returns. Tied rows
+    that show the same values are the same answer whichever comes first."""
+    keys = [tuple(row[-probe.keys:]) for row in rows]
+    shown = [tuple(row[:-probe.keys]) for row in rows]
+
+    def ambiguous(i: int) -> bool:
+        return keys[i] == keys[i + 1] and shown[i] != shown[i + 1]
+
+    returned = len(keys) if probe.limit is None else min(probe.limit, len(keys))
+    if probe.limit is not None and len(keys) > probe.limit > 0 and ambiguous(probe.limit - 1):
+        return True
+    return order_matters and any(ambiguous(i) for i in range(returned - 1))
+
+
 def _order_sensitive(backwards: Any, sql: str, rows: list[list[Any]] | None, order_matters: bool) -> bool:
     """Whether ``sql`` gives other rows (in its order where it counts) than ``rows`` on ``backwards``
     (the same database, its tables scanned in the other order)."""
@@ -169,13 +236,11 @@ def audit_suite(config: ProjectConfig, suite_name: str, suite: Any, settings: Ne
                     flags.append(AuditFlag(suite=suite_name, case=case.id, kind="empty_on_original", where="original",
                                            message="the gold returns no row on the original database: any empty "
                                                    "answer passes"))
-                where = _order_where(rows, case, ["original", *(p.name for p in paths)], neighbour_adapters,
-                                     backwards)
-                if where is not None:
-                    flags.append(AuditFlag(
-                        suite=suite_name, case=case.id, kind="order_sensitive", where=where,
-                        message=f"the gold's result changes with the rows' physical order on {where} (ties under "
-                                "ORDER BY ... LIMIT, or an order the case counts that no ORDER BY fixes)"))
+                found = _order_where(rows, case, ["original", *(p.name for p in paths)],
+                                     [adapter, *neighbour_adapters], backwards, files.dialect)
+                if found is not None:
+                    flags.append(AuditFlag(suite=suite_name, case=case.id, kind="order_sensitive", where=found[0],
+                                           message=f"the gold leans on the order of equal rows: {found[1]}"))
                 if kept is not None:
                     flags += _sidecar_flags(suite_name, case, kept)
         finally:
@@ -194,15 +259,21 @@ def audit_suite(config: ProjectConfig, suite_name: str, suite: Any, settings: Ne
 
 
 def _order_where(rows: list[list[Any]] | None, case: Any, names: Sequence[str], forwards: Sequence[Any],
-                 backwards: Sequence[Any]) -> str | None:
+                 backwards: Sequence[Any], dialect: str) -> tuple[str, str] | None:
     """The first database (the original, then each kept neighbour) on which the gold's result
-    leans on the physical order, or None. ``rows``: the gold's on the original."""
+    leans on the order of equal rows, and how: its sort keys tie where the order decides, or it
+    changes with the physical order; None where neither shows. ``forwards[0]``: the original."""
     from nl2sql_assets.evaluation.neighbours.distill import rows_or_none
 
+    probe = tie_probe(case.sql, dialect, case.order_matters)
     for n, name in enumerate(names):
-        here = rows if n == 0 else rows_or_none(forwards[n - 1], case.sql)
+        here = rows if n == 0 else rows_or_none(forwards[n], case.sql)
+        probed = rows_or_none(forwards[n], probe.sql) if probe is not None else None
+        if probe is not None and probed is not None and unbroken_tie(probed, probe, case.order_matters):
+            where = f"at its LIMIT {probe.limit}" if probe.limit is not None else "in the order the case counts"
+            return name, f"its sort keys tie {where} on {name}: which tied row comes first is the database's choice"
         if _order_sensitive(backwards[n], case.sql, here, case.order_matters):
-            return name
+            return name, f"its result changes with the rows' physical order on {name}"
     return None
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from nl2sql_assets.evaluation.neighbours.formats import Column, Source, Table, format_of, shifted
 
 #: Bumped whenever the same inputs could give other databases: part of what a neighbour's rows depend on.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 #: The kinds of neighbour, dealt in turn: each leans on one way near-miss SQL is told apart.
 FLAVOURS = ("sample", "boundaries", "duplicates", "nulls", "tiny", "sample", "boundaries", "ties")
 
@@ -50,7 +50,11 @@ def _edges(values: Sequence[Any], column: Column, literals: Sequence[Any]) -> li
             out += [v, shifted(v, -1), shifted(v, 1)]
         return [v for v in out if min(moments) <= v <= max(moments)] if column.checked else out
     texts = [v for v in present if isinstance(v, str)]
-    out += [f for f in (_in_format(v, texts) for v in literals if isinstance(v, str)) if f is not None]
+    # a number compared with a text column is compared as text (SQLite's affinity): it and one either side
+    spelled = [str(w) for v in literals if isinstance(v, int | float) and not isinstance(v, bool)
+               for w in (v, shifted(v, -1), shifted(v, 1))]
+    out += [f for f in (_in_format(v, texts) for v in [*(v for v in literals if isinstance(v, str)), *spelled])
+            if f is not None]
     out += [""] if not column.not_null and len(texts) == len(present) else []
     out += present[:1]
     return out

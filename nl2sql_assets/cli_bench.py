@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -177,10 +178,17 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
         robust = report.execution_neighbours
         overturned = [g for g in report.cases if g.overturned_on]
         kept = ", ".join(f"{s['datasource']} {len(s['kept'])}" for s in report.neighbour_sets)
+        flags: dict[str, list[str]] = {}
+        for flag in report.gold_audit:
+            flags.setdefault(flag["case"], []).append(flag["kind"])
+        on_flagged = Counter(kind for g in overturned for kind in flags.get(g.case_id, []))
+        read = (" (" + ", ".join(f"{n} on gold flagged {kind}" for kind, n in on_flagged.most_common())
+                + ": read those with eval audit)") if on_flagged else ""
         print(f"on neighbours ({kept}): strict {robust.text()} ({robust.passed}/{robust.total}, "
-              f"95% CI {robust.low_high()}); {len(overturned)} pass(es) overturned")
+              f"95% CI {robust.low_high()}); {len(overturned)} pass(es) overturned{read}")
         for g in overturned:
-            print(f"  {g.case_id}: fails on {Path(g.overturned_on or '').name}")
+            marks = f" [gold: {', '.join(flags[g.case_id])}]" if g.case_id in flags else ""
+            print(f"  {g.case_id}: fails on {Path(g.overturned_on or '').name}{marks}")
     if args.out:
         print(f"report: {args.out}")
     return EXIT_OK

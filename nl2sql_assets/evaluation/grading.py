@@ -102,6 +102,9 @@ class GradeReport(BaseModel):
     execution_neighbours: Rate | None = None
     #: each datasource's kept neighbours: how they were made and what they separate
     neighbour_sets: list[dict[str, Any]] = Field(default_factory=list)
+    #: the gold audit of the graded cases (``neighbours.audit``), made with the neighbours: an
+    #: overturned pass on a gold flagged here is read with its flag
+    gold_audit: list[dict[str, Any]] = Field(default_factory=list)
     cases: list[CaseGrade] = Field(default_factory=list)
 
 
@@ -361,9 +364,14 @@ def grade_on_neighbours(report: GradeReport, suite: EvalSuite, cases: Sequence[E
         for judge in judges.values():
             judge.close()
     robust = sum(1 for g in graded if g.neighbour_robust is not None and g.neighbour_robust.passed)
+    from nl2sql_assets.evaluation.neighbours.audit import audit_suite
+
+    ids = {c.id for c in cases}
+    audit = [f.model_dump() for f in audit_suite(config, name, suite, settings, sets=sets).flags if f.case in ids]
     return report.model_copy(update={
         "cases": graded, "execution_neighbours": Rate.of(robust, len(graded)),
         "neighbour_sets": [{**kept.manifest.model_dump(), "folder": str(kept.home)} for kept in sets.values()],
+        "gold_audit": audit,
     })
 
 

@@ -4,6 +4,7 @@
     python scripts/bench_neighbours.py                  # 24 candidates, keep 10, seed 1
     python scripts/bench_neighbours.py --candidates 40 --keep 10
     python scripts/bench_neighbours.py --grade 1000     # and eval grade --neighbours, whole command
+    python scripts/bench_neighbours.py --duckdb         # and the demo's DuckDB datasources
 
 Prints the time to generate the candidate neighbours and to distill them (the gold suite's
 mutants run on the original and every candidate), how many mutants the original alone separates,
@@ -26,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
@@ -49,6 +51,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-rows", type=int, default=200)
     parser.add_argument("--grade", type=int, default=0, metavar="N", help="also time eval grade --neighbours")
+    parser.add_argument("--duckdb", action="store_true",
+                        help="also time the demo's two DuckDB datasources over the multi-domain suite's gold")
     args = parser.parse_args()
     if not args.chinook:
         print("error: give --chinook PATH or set NL2SQL_CHINOOK", file=sys.stderr)
@@ -119,7 +123,44 @@ def main() -> int:
             print(f"    {key} {kind} (neighbour {neighbour}): {' '.join(sql.split())[:160]}")
     if args.grade:
         _time_grading(args, source)
+    if args.duckdb:
+        _time_duckdb(args, source)
     return 0
+
+
+def _time_duckdb(args: argparse.Namespace, source: Path) -> None:
+    """Generation and distillation of the demo's two DuckDB datasources over the multi-domain
+    suite's gold (every core), and the gold audit of that suite."""
+    import subprocess
+
+    from nl2sql_assets.config import NeighbourSettings
+    from nl2sql_assets.evaluation.neighbours.audit import audit_suite
+    from nl2sql_assets.evaluation.neighbours.store import project_sets
+    from nl2sql_assets.evaluation.suites import load_suite
+    from nl2sql_assets.paths import neighbours_dir
+    from nl2sql_assets.project import load_project_config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp) / "demo"
+        subprocess.run([sys.executable, "-m", "nl2sql_assets.cli", "init", "--demo", str(project), "--chinook",
+                        str(source)], check=True, capture_output=True)
+        config = load_project_config(project / "nl2sql.yaml")
+        suite = load_suite(ROOT / "suites" / "multidomain.yaml")
+        settings = NeighbourSettings(count=args.keep, seed=args.seed, candidates=args.candidates, max_rows=args.max_rows)
+        for datasource in ("support", "webanalytics"):
+            started = time.perf_counter()
+            kept = project_sets(config, [("multidomain", suite)], settings, neighbours_dir(project),
+                                datasources=[datasource])[datasource]
+            m = kept.manifest
+            print(f"  DuckDB {datasource}: {m.gold_queries} gold queries, {time.perf_counter() - started:.2f} s "
+                  f"(generation {m.generation_s:.2f} s, distillation {m.distillation_s:.2f} s); mutants {m.mutants}, "
+                  f"the original separates {m.separated_on_original}, with {len(m.kept)} kept {m.separated} of "
+                  f"{m.separable} separable; possibly equivalent {m.possibly_equivalent}")
+        sets = project_sets(config, [("multidomain", suite)], settings, neighbours_dir(project))  # chinook's too
+        started = time.perf_counter()
+        audit = audit_suite(config, "multidomain", suite, settings, sets=sets)
+        print(f"  gold audit of multidomain ({audit.cases} gold queries on three datasources): "
+              f"{time.perf_counter() - started:.2f} s; flags {audit.counts or 'none'}")
 
 
 def _time_grading(args: argparse.Namespace, source: Path) -> None:

@@ -221,3 +221,29 @@ def test_a_foreign_key_sqlite_cannot_enforce_is_left_unenforced_as_in_the_source
     made = generate_neighbours(path, tmp_path / "n", 3, seed=1)
     assert [sum(_counts(p).values()) > 0 for p in made] == [True, True, True]
     assert all(_schema(p) == _schema(path) for p in made)
+
+
+def test_two_processes_making_one_set_at_once_both_get_one_whole_set(shop: Path, tmp_path: Path) -> None:
+    """Shard workers and parallel partitions may build the same set together: whoever finishes
+    second takes the set already in place, and it is whole."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from nl2sql_assets.evaluation.neighbours.store import read_set
+
+    golds = [GoldQuery("older", "SELECT name FROM customer WHERE age >= 30")]
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        homes = list(pool.map(_make_set, [(shop, golds, tmp_path / "sets")] * 2))
+    assert homes[0] == homes[1]
+    made = read_set(Path(homes[0]))
+    assert made is not None and all(p.is_file() for p in made.paths)
+    assert [p.name for p in (tmp_path / "sets" / "shop").iterdir()] == [Path(homes[0]).name]  # no leftovers
+
+
+def _make_set(args: tuple[Path, list[GoldQuery], Path]) -> str:
+    from nl2sql_assets.config import DatasourceConfig, NeighbourSettings
+    from nl2sql_assets.evaluation.neighbours.store import neighbour_set
+
+    source, golds, folder = args
+    kept = neighbour_set(DatasourceConfig(id="shop", engine="sqlite", path=source), golds, folder,
+                         NeighbourSettings(count=3, candidates=6), workers=1)
+    return str(kept.home)

@@ -252,9 +252,18 @@ def _build(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Pat
         sidecar = {g.digest: _gold_on_set(g, result).model_dump(mode="json") for g in golds}
         (built / GOLDS).write_text(json.dumps(sidecar, default=str, separators=(",", ":")) + "\n", encoding="utf-8")
         (built / MANIFEST).write_text(manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        other = read_set(home)
+        if other is not None:  # another process (a shard's worker, a parallel partition) finished first
+            return other
         if home.exists():  # a set left half-made (its manifest or a file missing): made again
-            shutil.rmtree(home)
-        os.replace(built, home)
+            shutil.rmtree(home, ignore_errors=True)
+        try:
+            os.replace(built, home)
+        except OSError:  # another process put its own whole set there in the meantime: that one serves
+            other = read_set(home)
+            if other is None:
+                raise
+            return other
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return KeptSet(manifest, home)

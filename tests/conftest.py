@@ -50,17 +50,28 @@ def chinook_path() -> Path:
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory: pytest.TempPathFactory, chinook_path: Path) -> Path:
     """One demo project per session, for tests to copy (generating its data takes about a second),
-    its neighbour databases made once (about three seconds) so each copy reads them back."""
+    its neighbour databases and gold audits made once (about three seconds) so each copy reads them back."""
     from nl2sql_assets.demo import init_demo
+
+    root = init_demo(tmp_path_factory.mktemp("demo-template") / "demo", chinook=chinook_path).root
+    make_neighbours(root)
+    return root
+
+
+def make_neighbours(root: Path) -> None:
+    """The project's neighbour sets and its suites' gold audits, as a run would make them."""
+    from nl2sql_assets.evaluation.neighbours.audit import audit_suite
     from nl2sql_assets.evaluation.neighbours.store import project_sets, project_suites
     from nl2sql_assets.paths import neighbours_dir
     from nl2sql_assets.project import load_project_config
 
-    root = init_demo(tmp_path_factory.mktemp("demo-template") / "demo", chinook=chinook_path).root
     config = load_project_config(root / "nl2sql.yaml")
-    assert config.evals_config.neighbours is not None  # the demo grades on neighbours
-    project_sets(config, project_suites(config), config.evals_config.neighbours, neighbours_dir(root))
-    return root
+    settings = config.evals_config.neighbours
+    assert settings is not None  # the demo grades on neighbours
+    suites = project_suites(config)
+    sets = project_sets(config, suites, settings, neighbours_dir(root))
+    for name, suite in suites:
+        audit_suite(config, name, suite, settings, sets=sets)  # kept: each run of each pass reads it back
 
 
 @pytest.fixture(scope="session")

@@ -201,8 +201,21 @@ def with_routing_suite(project: Path) -> None:
                      encoding="utf-8")
 
 
+@pytest.fixture(scope="session")
+def routing_template(tmp_path_factory: pytest.TempPathFactory, demo_template: Path) -> Path:
+    """The demo project with the routing suite beside Chinook, its neighbours (the routing suite's
+    gold reads the two DuckDB datasources too) made once per session for every copy to read back."""
+    from tests.conftest import make_neighbours
+
+    project = tmp_path_factory.mktemp("routing-template") / "demo"
+    shutil.copytree(demo_template, project)
+    with_routing_suite(project)
+    make_neighbours(project)
+    return project
+
+
 @contextlib.contextmanager
-def open_cluster(root: Path, demo_template: Path, pg_database: str, *, schema: str = "nl2sql",
+def open_cluster(root: Path, routing_template: Path, pg_database: str, *, schema: str = "nl2sql",
                  dagster_through_port: bool = False, env_overrides: dict[str, str] | None = None) -> Iterator[Cluster]:
     """A demo project under ``root``, a DAGSTER_HOME on Postgres, the profile's variables, and two
     workers. With ``dagster_through_port`` Dagster's own run and event storage reaches Postgres
@@ -212,8 +225,7 @@ def open_cluster(root: Path, demo_template: Path, pg_database: str, *, schema: s
 
     require_redis()
     project = root / "demo"
-    shutil.copytree(demo_template, project)
-    with_routing_suite(project)
+    shutil.copytree(routing_template, project)  # the routing suite beside Chinook, its neighbours made
     home = root / "dagster_home"
     home.mkdir()
     shutil.copy(REPO / "deploy" / "cluster" / "dagster.yaml", home / "dagster.yaml")
@@ -268,7 +280,7 @@ def dagster_pg_url(database: str, port: int = PG_PORT) -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_database: str) -> Iterator[Cluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory, routing_template: Path, pg_database: str) -> Iterator[Cluster]:
     """A demo project, a DAGSTER_HOME on Postgres, the profile's variables, and two workers."""
-    with open_cluster(tmp_path_factory.mktemp("cluster"), demo_template, pg_database) as c:
+    with open_cluster(tmp_path_factory.mktemp("cluster"), routing_template, pg_database) as c:
         yield c

@@ -50,15 +50,12 @@ def _records(project: Path, config: str, pass_index: int, suite: str = "chinook"
 
 
 @pytest.fixture(scope="module")
-def in_process(tmp_path_factory: pytest.TempPathFactory, demo_template: Path) -> Path:
+def in_process(tmp_path_factory: pytest.TempPathFactory, routing_template: Path) -> Path:
     """The same partitions run the embedded way (no profile, in-process): the reference."""
     import shutil
 
-    from tests.cluster.conftest import with_routing_suite
-
     project = tmp_path_factory.mktemp("embedded") / "demo"
-    shutil.copytree(demo_template, project)
-    with_routing_suite(project)
+    shutil.copytree(routing_template, project)
     home = tmp_path_factory.mktemp("embedded_home")
     saved = os.environ.pop("NL2SQL_PROFILE", None)
     try:

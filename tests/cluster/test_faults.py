@@ -25,7 +25,7 @@ from nl2sql_assets.defs.factory import build_defs
 from nl2sql_assets.defs.keys import case_runs_key
 from nl2sql_assets.defs.partitions import config_pass_key, register_configs
 from nl2sql_assets.evaluation.history.warehouse import Warehouse
-from tests.cluster.conftest import Cluster, open_cluster, with_routing_suite
+from tests.cluster.conftest import Cluster, open_cluster
 from tests.cluster.test_celery_workers import SUITES, _launch, _materializations, _records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
@@ -38,11 +38,11 @@ OUTAGE_S = float(
 
 @pytest.fixture(scope="module")
 def fault_cluster(
-    tmp_path_factory: pytest.TempPathFactory, demo_template: Path, pg_database: str
+    tmp_path_factory: pytest.TempPathFactory, routing_template: Path, pg_database: str
 ) -> Iterator[Cluster]:
     with open_cluster(
         tmp_path_factory.mktemp("faults"),
-        demo_template,
+        routing_template,
         pg_database,
         schema=f"faults_{uuid.uuid4().hex[:8]}",
         dagster_through_port=True,
@@ -66,11 +66,10 @@ def fault_instance(fault_cluster: Cluster) -> dg.DagsterInstance:
 
 
 @pytest.fixture(scope="module")
-def undisturbed(tmp_path_factory: pytest.TempPathFactory, demo_template: Path) -> Path:
+def undisturbed(tmp_path_factory: pytest.TempPathFactory, routing_template: Path) -> Path:
     """retrieval|2 and |3 run the embedded way (in-process, no profile): the records a disturbed run must end with."""
     project = tmp_path_factory.mktemp("undisturbed") / "demo"
-    shutil.copytree(demo_template, project)
-    with_routing_suite(project)
+    shutil.copytree(routing_template, project)
     saved = os.environ.pop("NL2SQL_PROFILE", None)
     try:
         defs = build_defs(project / "nl2sql.yaml")

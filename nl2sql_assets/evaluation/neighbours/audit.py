@@ -201,19 +201,61 @@ def _order_sensitive(backwards: Any, sql: str, rows: list[list[Any]] | None, ord
     return other is not None and not compare_results(rows, other, order_matters)
 
 
+#: Bumped whenever the same gold and sets could give other flags: part of a stored audit's key.
+AUDIT_VERSION = 1
+CACHE = "audits"
+
+
 def audit_suite(config: ProjectConfig, suite_name: str, suite: Any, settings: NeighbourSettings | None = None,
                 folder: Path | None = None, *, sets: dict[str, KeptSet] | None = None) -> GoldAudit:
     """Audit every gradable case's gold of ``suite`` (see the module's docstring). ``sets``: the
-    kept neighbours where the caller has them, else built or read back under ``folder``."""
-    from nl2sql_assets.datasources.registry import open_adapter
+    kept neighbours where the caller has them, else built or read back under ``folder``. An audit
+    is kept under the folder, keyed by the suite's cases, each database file, the sets and this
+    module's version, and read back while they are unchanged (a run of every pass asks for it)."""
     from nl2sql_assets.paths import neighbours_dir
 
-    started = time.perf_counter()
     settings = settings or NeighbourSettings()
     cases = neighbour_cases(suite)
+    folder = folder or neighbours_dir(config.root)
     if sets is None:
-        sets = project_sets(config, project_suites(config, [(suite_name, suite)]), settings,
-                            folder or neighbours_dir(config.root), datasources={c.datasources[0] for c in cases})
+        sets = project_sets(config, project_suites(config, [(suite_name, suite)]), settings, folder,
+                            datasources={c.datasources[0] for c in cases})
+    stored = folder / CACHE / f"{suite_name}-{_audit_key(config, suite, sets)}.json"
+    if stored.is_file():
+        try:
+            kept = GoldAudit.model_validate_json(stored.read_text(encoding="utf-8"))
+        except ValueError:
+            pass  # a damaged copy: audited again and written over
+        else:  # the sets where they lie now (a copied project's warehouse lies elsewhere)
+            return kept.model_copy(update={"sets": {ds: str(k.home) for ds, k in sorted(sets.items())}})
+    audit = _audit(config, suite_name, cases, sets)
+    from nl2sql_assets.atomic import atomic_write
+
+    atomic_write(stored, audit.model_dump_json() + "\n")
+    return audit
+
+
+def _audit_key(config: ProjectConfig, suite: Any, sets: dict[str, KeptSet]) -> str:
+    import hashlib
+    import json
+
+    from nl2sql_assets.evaluation.neighbours.store import file_digest
+
+    used = sorted({c.datasources[0] for c in neighbour_cases(suite)})
+    described = {
+        "version": AUDIT_VERSION, "cases": suite.model_dump(mode="json"),
+        "databases": {ds: file_digest(Path(config.datasource(ds).path)) for ds in used
+                      if Path(config.datasource(ds).path).is_file()},
+        "timeouts": {ds: config.datasource(ds).timeout_s for ds in used},
+        "sets": {ds: kept.manifest.key for ds, kept in sorted(sets.items())},
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _audit(config: ProjectConfig, suite_name: str, cases: list[Any], sets: dict[str, KeptSet]) -> GoldAudit:
+    from nl2sql_assets.datasources.registry import open_adapter
+
+    started = time.perf_counter()
     flags: list[AuditFlag] = []
     times: dict[str, float | None] = {}
     by_datasource: dict[str, list[Any]] = {}

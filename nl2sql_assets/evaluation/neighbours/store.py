@@ -149,7 +149,7 @@ class KeptSet:
         return NeighbourJudge(self.paths, self.engine, {d: g.rows for d, g in self.golds.items()})
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -161,7 +161,7 @@ def set_key(source: Path, golds: Sequence[GoldQuery], settings: NeighbourSetting
     """The digest of everything a set's files depend on."""
     described = {
         "generator": GENERATOR_VERSION, "comparator": COMPARATOR_VERSION, "engine": engine,
-        **settings.identity(), "database": _file_digest(source),
+        **settings.identity(), "database": file_digest(source),
         "golds": sorted(g.digest for g in distinct_golds(golds)),
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:20]

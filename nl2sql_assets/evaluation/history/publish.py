@@ -205,7 +205,18 @@ def _series_detail(series: _Series) -> str:
     if get_mode(first.kind).uses_curated:
         parts.append(f"roles {', '.join(sorted(first.roles)) or 'none'}; "
                      f"curated answers {'on' if first.curated else 'off'}")
+    if first.neighbours is not None:
+        n = first.neighbours
+        parts.append(f"graded on neighbour databases too: K {n.count}, seed {n.seed} ({n.candidates} candidates of "
+                     f"at most {n.max_rows} rows a table, generator version {n.generator_version})")
     return "; ".join(parts) + "."
+
+
+def _on_neighbours(record: BenchmarkRecord) -> str:
+    """The neighbour-robust rate of a run graded on neighbours (the scorer's summary on its board)."""
+    summary = record.scoreboard.summaries().get("neighbour_match")
+    robust = getattr(summary, "robust", None)
+    return rate_cell(robust) if robust is not None else "—"
 
 
 def _recall(record: BenchmarkRecord) -> str:
@@ -245,16 +256,18 @@ def render_benchmarks(root: Path) -> str:
     for series in all_series:
         lines += [f"## {md_escape(_series_heading(series))}", "", md_escape(_series_detail(series)), ""]
         retrieval = not get_mode(series.title[0]).executes  # recall and routing instead of execution
+        neighbours = any(row.record.neighbours is not None for row in series.rows)
         header = "| recorded (UTC) | " + ("accuracy" if retrieval else "execution accuracy")
-        header += " (95% CI) | lenient | pass^k | " + ("recall / routing | " if retrieval else "")
-        header += "cost per case | latency p50 | commit | note | record |"
+        header += " (95% CI) | " + ("on neighbours (95% CI) | " if neighbours else "") + "lenient | pass^k | "
+        header += ("recall / routing | " if retrieval else "") + "cost per case | latency p50 | commit | note | record |"
         lines.append(header)
-        lines.append("| --- | --- | --- | --- | " + ("--- | " if retrieval else "") + "---: | ---: | --- | --- | --- |")
+        lines.append("| --- | --- | " + ("--- | " if neighbours else "") + "--- | --- | " + ("--- | " if retrieval else "")
+                     + "---: | ---: | --- | --- | --- |")
         for row in series.rows:
             r, m = row.record, row.record.metrics
             cells = [
-                _when(r), rate_cell(_headline(r)), _lenient(r), _pass_k(r),
-                *([_recall(r)] if retrieval else []),
+                _when(r), rate_cell(_headline(r)), *([_on_neighbours(r)] if neighbours else []), _lenient(r),
+                _pass_k(r), *([_recall(r)] if retrieval else []),
                 f"${m.dollars.per_case_usd:.4f}", f"{m.latency.p50:.2f} s", f"`{_commit(r)}`",
                 md_escape(r.note or ""),
                 f"[{row.path.name}](../{row.path.relative_to(root).as_posix()})",

@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nl2sql_assets.evaluation.judging.comparison import compare_results
-from nl2sql_assets.evaluation.neighbours.formats import format_of
+from nl2sql_assets.evaluation.neighbours.formats import format_of, pool_size
 from nl2sql_assets.evaluation.neighbours.mutants import Mutant, mutants
 
 #: Rows of each accepted answer on one database: the gold's first, then each alternative's (None
@@ -115,9 +114,10 @@ def tells_apart(gold: GoldQuery, accepted: Accepted, other: list[list[Any]] | No
     return not any(rows is not None and compare_results(rows, other, gold.order_matters) for rows in accepted)
 
 
-def separations(golds: Sequence[GoldQuery], made: dict[str, list[Mutant]], database: Path,
-                engine: str = "sqlite") -> tuple[set[tuple[str, int]], dict[str, Accepted]]:
-    """The (gold key, mutant index) pairs ``database`` separates, and each gold's accepted rows there."""
+def separations(golds: Sequence[GoldQuery], made: Mapping[str, Sequence[Mutant] | Sequence[tuple[int, Mutant]]],
+                database: Path, engine: str = "sqlite") -> tuple[set[tuple[str, int]], dict[str, Accepted]]:
+    """The (gold key, mutant index) pairs ``database`` separates, and each gold's accepted rows
+    there. ``made``: each gold's mutants, or only some of them with their indices."""
     adapter = open_read_only(database, engine)
     try:
         out: set[tuple[str, int]] = set()
@@ -126,7 +126,7 @@ def separations(golds: Sequence[GoldQuery], made: dict[str, list[Mutant]], datab
             accepted = rows[gold.digest] = accepted_rows(adapter, gold)
             if accepted is None:
                 continue
-            for i, mutant in enumerate(made[gold.key]):
+            for i, mutant in _indexed(made[gold.key]):
                 if tells_apart(gold, accepted, rows_or_none(adapter, mutant.sql)):
                     out.add((gold.key, i))
         return out, rows
@@ -134,7 +134,11 @@ def separations(golds: Sequence[GoldQuery], made: dict[str, list[Mutant]], datab
         adapter.close()
 
 
-def _separations_task(task: tuple[Sequence[GoldQuery], dict[str, list[Mutant]], Path, str]
+def _indexed(made: Sequence[Mutant] | Sequence[tuple[int, Mutant]]) -> list[tuple[int, Mutant]]:
+    return [item if isinstance(item, tuple) else (i, item) for i, item in enumerate(made)]
+
+
+def _separations_task(task: tuple[Sequence[GoldQuery], Mapping[str, Any], Path, str]
                       ) -> tuple[set[tuple[str, int]], dict[str, Accepted]]:
     return separations(*task)
 
@@ -156,16 +160,19 @@ def distill(golds: Sequence[GoldQuery], original: Path, candidates: Sequence[Pat
     dialect = format_of(engine).dialect
     made = {g.key: mutants(g.sql, dialect=dialect) for g in golds}
     universe = {(g.key, i) for g in golds for i in range(len(made[g.key]))}
-    databases = [original, *candidates]
-    tasks = [(golds, made, path, engine) for path in databases]
-    workers = max(1, workers if workers is not None else min(os.cpu_count() or 1, len(databases)))
+    on_original, on_original_rows = separations(golds, made, original, engine)
+    left = universe - on_original
+    # On the candidates only the mutants the original leaves: a neighbour is kept for what it adds.
+    # Each keeps its index in ``made``, so the pairs read the same everywhere.
+    rest = {g.key: [(i, m) for i, m in enumerate(made[g.key]) if (g.key, i) in left] for g in golds}
+    tasks = [(golds, rest, path, engine) for path in candidates]
+    workers = max(1, workers if workers is not None else pool_size(len(candidates)))
     if workers == 1 or len(candidates) < POOL_THRESHOLD:
         found = [_separations_task(task) for task in tasks]
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             found = list(pool.map(_separations_task, tasks))
-    on_original = found[0][0]
-    left = universe - on_original
+    found = [(on_original, on_original_rows), *found]
     covers = [separated & left for separated, _ in found[1:]]
     reachable = set().union(*covers) if covers else set()
     result = Distillation(kept=[], mutants=made, on_original=on_original, possibly_equivalent=left - reachable,

@@ -177,12 +177,12 @@ class SqliteFiles:
         return _replace_into(temporary, path)
 
     def open(self, path: Path) -> Any:
-        """The product's own read-only access (row limit, a timeout that interrupts)."""
+        """The product's own read-only access (row limit, a timeout that interrupts; SQLite's own checks)."""
         from nl2sql_assets.datasources.sqlite import SqliteAdapter
 
         config = DatasourceConfig(id="neighbour", engine="sqlite", path=path, row_limit=ROW_LIMIT,
                                   timeout_s=TIMEOUT_S)
-        return SqliteAdapter(config, keep_open=True)
+        return SqliteAdapter(config, bulk=True)
 
     def open_reversed(self, path: Path, timeout_s: float = TIMEOUT_S) -> Any:
         """The same file, every table read backwards (``SqliteAdapter(reverse_scans=True)``)."""
@@ -190,7 +190,7 @@ class SqliteFiles:
 
         config = DatasourceConfig(id="reversed", engine="sqlite", path=path, row_limit=ROW_LIMIT,
                                   timeout_s=timeout_s)
-        return SqliteAdapter(config, keep_open=True, reverse_scans=True)
+        return SqliteAdapter(config, bulk=True, reverse_scans=True)
 
 
 def _insert_row(conn: sqlite3.Connection, insert: str, row: tuple[Any, ...]) -> None:
@@ -291,7 +291,7 @@ class DuckdbFiles:
 
         config = DatasourceConfig(id="neighbour", engine="duckdb", path=path, row_limit=ROW_LIMIT,
                                   timeout_s=TIMEOUT_S)
-        return DuckDBAdapter(config)
+        return DuckDBAdapter(config, bulk=True)
 
     def open_reversed(self, path: Path, timeout_s: float = TIMEOUT_S) -> Any:
         """A temporary copy whose tables hold their rows in the other order (DuckDB scans in
@@ -304,7 +304,7 @@ class DuckdbFiles:
         from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
 
         config = DatasourceConfig(id="reversed", engine="duckdb", path=copy, row_limit=ROW_LIMIT, timeout_s=timeout_s)
-        return _RemovedOnClose(DuckDBAdapter(config), folder)
+        return _RemovedOnClose(DuckDBAdapter(config, bulk=True), folder)
 
 
 class _RemovedOnClose:
@@ -344,6 +344,16 @@ def _insert_all(conn: Any, insert: str, rows: list[tuple[Any, ...]]) -> None:
 
 #: Every engine neighbours can be made of, by the datasource engine's name.
 FORMATS: dict[str, NeighbourFormat] = {"sqlite": SqliteFiles(), "duckdb": DuckdbFiles()}
+
+
+def pool_size(tasks: int) -> int:
+    """Worker processes for ``tasks`` databases: one per core, none from a daemonic process (a
+    Celery worker's child may not have children of its own: the work is done in it then)."""
+    import multiprocessing
+
+    if multiprocessing.current_process().daemon:
+        return 1
+    return max(1, min(os.cpu_count() or 1, tasks))
 
 
 def format_of(engine: str) -> NeighbourFormat:

@@ -17,10 +17,11 @@ import decimal
 import random
 import re
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from nl2sql_assets.evaluation.neighbours.formats import Column, Source, Table, format_of, shifted
+from nl2sql_assets.evaluation.neighbours.formats import Column, Source, Table, format_of, pool_size, shifted
 
 #: Bumped whenever the same inputs could give other databases: part of what a neighbour's rows depend on.
 GENERATOR_VERSION = 3
@@ -166,16 +167,23 @@ def _repoint(table: Table, rows: list[list[Any]], kept: Mapping[str, list[tuple[
 
 def generate_neighbours(source: Path, folder: Path, count: int, seed: int, *, max_rows: int = 200,
                         literals: Mapping[str, Sequence[Any]] | None = None, engine: str = "sqlite",
-                        read: Source | None = None) -> list[Path]:
+                        read: Source | None = None, workers: int | None = None) -> list[Path]:
     """``count`` neighbours of the database file ``source`` (``engine``: sqlite or duckdb) in
-    ``folder`` (``neighbour_00.sqlite``, ...). ``literals``: column name (lower case) -> values the
-    gold SQL compares it with; ``read``: the source as ``formats`` reads it, where the caller has it."""
+    ``folder`` (``neighbour_00.sqlite``, ...), written on every core (``workers``). ``literals``:
+    column name (lower case) -> values the gold SQL compares it with; ``read``: the source as
+    ``formats`` reads it, where the caller has it."""
     files = format_of(engine)
     tables = read if read is not None else files.read(source, max_rows)
-    paths = []
-    for n in range(count):
-        paths.append(write_one(tables, folder, n, seed, max_rows, literals or {}, engine))
-    return paths
+    tasks = [(tables, folder, n, seed, max_rows, literals or {}, engine) for n in range(count)]
+    workers = max(1, workers if workers is not None else pool_size(count))
+    if workers == 1 or count < 4:
+        return [write_one(*task) for task in tasks]
+    with ProcessPoolExecutor(max_workers=workers) as pool:  # each neighbour from its own random stream
+        return list(pool.map(_write_task, tasks))
+
+
+def _write_task(task: tuple[Any, ...]) -> Path:
+    return write_one(*task)
 
 
 def write_one(source: Source, folder: Path, n: int, seed: int, max_rows: int,

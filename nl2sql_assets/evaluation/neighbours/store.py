@@ -222,7 +222,7 @@ def _build(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Pat
     try:
         golds = distinct_golds(golds)
         pool = generate_neighbours(source, work / "candidates", settings.candidates, settings.seed,
-                                   max_rows=settings.max_rows, engine=datasource.engine,
+                                   max_rows=settings.max_rows, engine=datasource.engine, workers=workers,
                                    literals=gold_literals([g.sql for g in golds], dialect=files.dialect))
         generated = time.perf_counter()
         result = distill(golds, source, pool, settings.count, datasource.engine, workers=workers)

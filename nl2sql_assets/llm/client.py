@@ -24,6 +24,7 @@ import os
 import random
 import threading
 import time
+import warnings
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -49,6 +50,8 @@ _TRANSIENT_STATUS = {408, 409, 429}
 _PROVIDER_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx", "httpcore", "openai",
                      "aiohttp.client")
 
+#: What pydantic says of litellm's ReadOnly TypedDict items (filtered here and in the pytest config).
+LITELLM_READONLY_WARNING = r".* (is|are) using the `ReadOnly` qualifier\. Pydantic will not protect items"
 _litellm: Any = None
 _lib_lock = threading.Lock()
 _free_models: set[str] = set()
@@ -62,6 +65,9 @@ def _lib() -> Any:
     with _lib_lock:
         if _litellm is None:
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            # pydantic warns, once per class, that litellm's TypedDicts mark items ReadOnly (it
+            # cannot enforce that): about 13 lines of noise at a run's first call, nothing to act on
+            warnings.filterwarnings("ignore", message=LITELLM_READONLY_WARNING, category=UserWarning)
             import litellm
 
             litellm.suppress_debug_info = True

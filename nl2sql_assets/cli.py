@@ -612,7 +612,21 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
             parts = [f"{board.accuracy.overall.text()} of case runs passed"]
             parts += [text for summary in board.summaries().values() if (text := summary.text())]
             print(f"scoreboard {name}: {'; '.join(parts)}")
+    _next_steps(config, run)
     return 0 if run.ok else 1
+
+
+def _next_steps(config: Any, run: Any) -> None:
+    """What a user reads the run with: each suite's report, and the UI holding the runs."""
+    from nl2sql_assets.evaluation.history import Warehouse
+
+    warehouse = Warehouse.for_project(config.root)
+    suites = sorted({name.split("/")[0] for name in run.boards})
+    reports = [warehouse.suite_report_path(s) for s in suites if warehouse.suite_report_path(s).is_file()]
+    if reports:
+        shown = reports[0].parent.parent / "<suite>" / reports[0].name if len(reports) > 1 else reports[0]
+        print(f"\nnext: the reports across configs are {shown} ({len(reports)} suite(s)); the UI holds these "
+              f"runs: source scripts/_env.sh && dagster dev --log-level warning, then open http://127.0.0.1:3000")
 
 
 def _llm_section_text(spec: str) -> str:

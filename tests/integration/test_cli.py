@@ -685,4 +685,7 @@ def test_pipeline_run_materialises_the_key_free_evaluation(
         for config in ("plans", "retrieval"):
             assert f"check passed: {suite}_scoreboards[{config}]:regression_gate" in out
     assert "FAILED" not in out
+    # it ends with where to read the run: the reports, and the UI holding the runs
+    assert f"next: the reports across configs are {demo_project / 'warehouse' / 'reports'}" in out
+    assert "dagster dev" in out.splitlines()[-1]
 

@@ -676,6 +676,9 @@ def _cmd_configs(args: argparse.Namespace) -> int:
         mode, _ = resolve_config(name, config)  # refuses a name that resolves to nothing
         new = register_configs(instance, [name])
     print(f"config {name!r} ({mode}) " + ("registered" if new else "was already registered"))
+    if args.llm:
+        print(f"wrote {target}: the project's configuration, meant to be committed with it (keys stay in "
+              "the environment, as ${env:VAR})")
     return 0
 
 

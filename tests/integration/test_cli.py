@@ -611,6 +611,7 @@ def test_configs_add_registers_a_partition_and_writes_no_secret(
     assert code == 0, err
     assert "config 'my.cfg' (full) registered" in out
     written = demo_project / "configs" / "my.cfg.yaml"
+    assert f"wrote {written}: the project's configuration, meant to be committed" in out
     text = written.read_text(encoding="utf-8")
     assert "openai/gpt-5.4" in text
     assert "sk-test-never-on-disk" not in text  # the key stays a reference to the environment

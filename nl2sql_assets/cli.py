@@ -31,11 +31,11 @@ class UsageError(UserError):
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Every option's default in its help, except where there is none to show (None, False, or a
-    help text that already says it)."""
+    """Every option's default in its help, except where there is none to show (None, False, an
+    empty string or list, or a help text that already says it)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.default is False or "default" in (action.help or ""):
+        if action.default in (None, False, "", []) or "default" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
 
@@ -488,6 +488,13 @@ def _cmd_feedback(args: argparse.Namespace) -> int:
               + (f", pass {mark.pass_index}" if mark.pass_index else "") + f") {mark.rating}")
         return EXIT_OK
     report = project.feedback.export(Path(args.out), suites=args.suite, configs=args.configs)
+    if not report.written:
+        print(f"nothing to export: no stored run is marked good{' that is not drafted already' if report.runs else ''}"
+              f"; {report.path} was not written (mark one: nl2sql-assets feedback rate SUITE CASE_ID@ROLE "
+              "--config NAME --good)")
+        for line in report.skipped:
+            print(f"  skipped {line}", file=sys.stderr)
+        return EXIT_OK
     print(f"{report.path}: {report.drafted} draft(s) from {report.runs} thumbs-up run(s)"
           + (f" ({', '.join(report.case_ids[:5])}{' ...' if len(report.case_ids) > 5 else ''})" if report.case_ids
              else ""))

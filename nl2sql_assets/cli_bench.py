@@ -221,7 +221,7 @@ def cmd_audit(args: argparse.Namespace, config_path: Path) -> int:
 
 
 def add_neighbours_command(sub: Any, fmt: dict[str, Any]) -> None:
-    neighbours = sub.add_parser("neighbours", help="look at the neighbour databases eval grade --neighbours keeps",
+    neighbours = sub.add_parser("neighbours", help="look at the neighbour databases eval run and eval grade keep",
                                 description="Neighbour databases of a suite's datasources (see eval grade "
                                             "--neighbours).", **fmt)
     nsub = neighbours.add_subparsers(dest="neighbours_command", required=True)

@@ -56,9 +56,20 @@ def test_defaults_are_shown(argv: list[str], shown: str) -> None:
 
 
 def test_no_option_shows_a_meaningless_default() -> None:
-    for argv in ([], ["eval", "run"], ["eval", "publish"], ["pipeline", "run"], ["init"], ["data"]):
-        text = _help(argv)
-        assert "(default: None)" not in text and "(default: False)" not in text and "(default: [])" not in text
+    for path, _ in _parsers(_parser()):
+        text = _help(path.split()[1:])
+        for meaningless in ("(default: None)", "(default: False)", "(default: [])", "(default: )"):
+            assert meaningless not in text, f"{path} --help shows {meaningless}"
+
+
+def test_every_sub_command_is_described_in_its_parents_help() -> None:
+    """Each COMMAND a parser lists carries a line saying what it does."""
+    for path, parser in _parsers(_parser()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                described = {choice.dest for choice in action._choices_actions if choice.help}
+                missing = sorted(set(action.choices) - described)
+                assert not missing, f"{path}: sub-command(s) without a description: {missing}"
 
 
 def test_scripts_main_takes_the_pipelines_options() -> None:

@@ -51,6 +51,7 @@ def test_exactly_the_runs_marked_good_become_drafts_with_the_run_s_sql_and_roles
 def test_nothing_marked_nothing_exported(demo_project: Path, stored: Warehouse) -> None:
     report = export_good(stored, demo_project / "none.yaml")
     assert (report.runs, report.drafted) == (0, 0)  # every run passed; none was marked good
+    assert not report.written and not (demo_project / "none.yaml").exists()  # no empty drafts file
 
 
 def test_a_person_may_mark_a_failing_run_good_and_the_newest_mark_wins(demo_project: Path,

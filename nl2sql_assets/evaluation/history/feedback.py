@@ -143,6 +143,7 @@ class FeedbackReport(BaseModel):
     case_ids: list[str] = Field(default_factory=list)
     runs: int = 0  # thumbs-up runs found
     skipped: list[str] = Field(default_factory=list)  # why some good runs gave no draft
+    written: bool = False  # the drafts file was written (nothing new to draft: left as it was)
 
 
 def _questions(meta: dict[str, Any] | None, cache: dict[str, EvalSuite | None]) -> dict[str, EvalCase]:
@@ -217,9 +218,10 @@ def export_good(warehouse: Warehouse, out: str | Path, *, config: ProjectConfig 
         cases.append(new)
         report.case_ids.append(new.id)
     report.drafted = len(drafts)
-    if drafts or existing is None:
+    if drafts:  # nothing new: no file written (an empty suite of drafts would say nothing)
         text = dump_suite(EvalSuite.model_construct(version=1, cases=cases),
                           header=existing.header if existing is not None else _HEADER)
         atomic_write(out, text)
         load_suite(out)
+        report.written = True
     return report

@@ -486,7 +486,9 @@ def _read_mapping(path: Path) -> tuple[dict[str, Any], str]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
+        raise ConfigError(f"{path}: config file not found: run the command in a project folder (the one holding "
+                          "nl2sql.yaml), name one with --config PATH before the command, or make one with "
+                          "`nl2sql-assets init --demo DIR`") from None
     try:
         from nl2sql_assets.yamlio import load_yaml_text
 

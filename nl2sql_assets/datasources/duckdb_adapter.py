@@ -57,7 +57,8 @@ class DuckDBAdapter:
         self._lock = threading.Lock()
         self._conn: duckdb.DuckDBPyConnection | None = None
         if not self.path.is_file():
-            raise DatasourceError(f"datasource {self.id!r}: DuckDB file not found: {self.path}")
+            raise DatasourceError(f"datasource {self.id!r}: DuckDB file not found: {self.path} (its path in "
+                                  "nl2sql.yaml; the demo's databases are made by `nl2sql-assets data`)")
         self._connection()
 
     def _connection(self) -> duckdb.DuckDBPyConnection:

@@ -134,7 +134,8 @@ class SqliteAdapter:
         self.row_limit = cfg.row_limit
         self.timeout_s = cfg.timeout_s
         if not self.path.is_file():
-            raise DatasourceError(f"datasource {self.id!r}: SQLite file not found: {self.path}")
+            raise DatasourceError(f"datasource {self.id!r}: SQLite file not found: {self.path} (its path in "
+                                  "nl2sql.yaml; the demo's databases are made by `nl2sql-assets data`)")
         # mode=ro never creates a file; quote() keeps '?', '#' and spaces in the path literal.
         self._uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
 

@@ -376,6 +376,28 @@ def test_a_missing_or_corrupt_database_exits_2_in_one_line(
                        "--cases", "chinook_001", "--out", out_file)
     assert code == 2, err
     assert "datasource 'chinook'" in err and "not found" in err and len(err.strip().splitlines()) == 1, err
+    assert "`nl2sql-assets data`" in err  # the next step
+
+
+def test_errors_name_the_file_the_line_and_the_next_step(
+    demo_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    # outside any project, without --config: where a project is, and how to name or make one
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli("eval", "run", "--mode", "plans")
+    assert code == 2 and "config file not found" in err
+    assert "--config PATH" in err and "nl2sql-assets init --demo DIR" in err
+    # a case naming a datasource the project does not configure: the suite file and the line
+    suite = demo_project / "suites" / "typo.yaml"
+    text = (demo_project / "suites" / "chinook.yaml").read_text(encoding="utf-8")
+    suite.write_text(text.replace("datasources: [chinook]", "datasources: [chinok]", 1), encoding="utf-8")
+    line = 1 + next(i for i, row in enumerate(suite.read_text(encoding="utf-8").splitlines())
+                    if "datasources: [chinok]" in row)
+    code, _, err = cli("--config", demo_project / "nl2sql.yaml", "eval", "run", "--mode", "plans", "--suite", suite,
+                       "--out", tmp_path / "r.json")
+    assert code == 2, err
+    assert f"{suite}, line {line}: case 'chinook_001': datasource 'chinok' is not configured" in err
+    assert "known: chinook, support, webanalytics" in err
 
 
 def test_a_project_folder_as_config_reads_its_nl2sql_yaml(

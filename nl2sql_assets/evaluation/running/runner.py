@@ -585,7 +585,8 @@ def _check_roles(config: ProjectConfig, runs: list[RoleRun]) -> None:
             )
 
 
-def _databases(registry: Any, runs: list[RoleRun]) -> list[dict[str, Any]]:
+def _databases(registry: Any, runs: list[RoleRun],
+               loaded: Sequence[tuple[str, Path, Any]] = ()) -> list[dict[str, Any]]:
     """Identity of every datasource the selected cases name (first seen first)."""
     ids = list(dict.fromkeys(ds for rr in runs for ds in rr.case.datasources))
     out = []
@@ -593,8 +594,9 @@ def _databases(registry: Any, runs: list[RoleRun]) -> list[dict[str, Any]]:
         if ds_id not in registry:
             case = next(rr for rr in runs if ds_id in rr.case.datasources)
             raise SelectionError(
-                f"suite {case.suite!r}, case {case.case.id!r}: datasource {ds_id!r} is not configured "
-                f"(known: {registry.ids})"
+                f"{_where(case, loaded)}: datasource {ds_id!r} is not configured in nl2sql.yaml "
+                f"(known: {', '.join(registry.ids)}): fix the case's datasources, or add the datasource "
+                "under datasources: in nl2sql.yaml"
             )
         snap = registry.snapshot(ds_id)
         out.append(
@@ -607,6 +609,22 @@ def _databases(registry: Any, runs: list[RoleRun]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _where(rr: RoleRun, loaded: Sequence[tuple[str, Path, Any]]) -> str:
+    """``FILE, line N: case ID`` for a case of a loaded suite (its datasources' line), else by name."""
+    from nl2sql_assets.yamlio import line_of
+
+    for name, path, suite in loaded:
+        if name == rr.suite:
+            index = next((i for i, c in enumerate(suite.cases) if c.id == rr.case.id), None)
+            try:
+                line = line_of(Path(path).read_text(encoding="utf-8"), ["cases", index, "datasources"]) \
+                    if index is not None else None
+            except OSError:
+                line = None
+            return f"{path}{f', line {line}' if line else ''}: case {rr.case.id!r}"
+    return f"suite {rr.suite!r}, case {rr.case.id!r}"
 
 
 def _kinds(runs: list[RoleRun], mode: Mode, *, allow_empty: bool = False) -> tuple[list[RoleRun], dict[str, int]]:
@@ -727,7 +745,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
                  else list(range(1, (request.passes if request.passes is not None else evals.passes) + 1)))
 
     scorer_names = list(request.scorers) if request.scorers is not None else list(evals.scorers)
-    databases = _databases(engine.registry, runs)  # a missing or damaged database is named here first
+    databases = _databases(engine.registry, runs, loaded)  # a missing or damaged database is named here first
     neighbours, scorer_configs, audit = _neighbours(request, mode, config, loaded, runs)
     if neighbours is not None and NEIGHBOUR_SCORER not in scorer_names:
         scorer_names.append(NEIGHBOUR_SCORER)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -121,7 +122,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="gate against a report, a record, or a benchmarks folder (its newest record of the "
                           "run's mode, database and config); checked before the run starts")
     run.add_argument("--out", default=None, metavar="FILE",
-                     help="where to write the report (default: eval_<mode>.json beside nl2sql.yaml)")
+                     help="where to write the report (default: eval_<mode>.json beside nl2sql.yaml for evals.yaml's "
+                          "suites, eval_<mode>_<suite>.json for a --suite, so one suite's report never overwrites "
+                          "another's)")
     run.add_argument("--clarify", action="store_true", help="also run the roles whose outcome is clarify (evals.yaml's clarify: true does so always)")
     run.add_argument("--workers", type=int, default=None, metavar="N",
                      help="worker processes for the case runs of a mode that spends nothing (default: up to "
@@ -254,6 +257,15 @@ def _cmd_eval_run(args: argparse.Namespace) -> int:
         return _eval_run(args, project)
 
 
+def default_report_name(mode: str, suites: Sequence[str] | None) -> str:
+    """``eval_<mode>.json`` for evals.yaml's suites; with ``--suite``, the suites' file stems in the
+    name (``eval_plans_multidomain.json``), so a run of one suite never overwrites another's report."""
+    if not suites:
+        return f"eval_{mode}.json"
+    stems = list(dict.fromkeys(re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(s).stem) for s in suites))
+    return f"eval_{mode}_{'_'.join(stems)}.json"
+
+
 def _check_baseline_folder(args: argparse.Namespace, out: Path, llm_names: list[str] | None) -> None:
     """Before the run: a baseline folder must hold a record the run can be compared with (of its
     mode, and of its configs where they are known before it runs)."""
@@ -279,7 +291,7 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     from nl2sql_assets.evaluation.running import RunRequest, get_mode, llm_mode
 
     mode = get_mode(args.mode)
-    out = Path(args.out) if args.out else project.root / f"eval_{args.mode}.json"
+    out = Path(args.out) if args.out else project.root / default_report_name(args.mode, args.suite)
     check_writable(out)  # before the run, which may cost money: never lose a finished run
     llm = None
     if args.llm:

@@ -48,11 +48,24 @@ def test_eval_run_help_says_the_default_mode_is_full_and_paid() -> None:
     (["eval", "seed"], "how many drafts to ask for (default: 20)"),
     (["pipeline", "run"], "which pass partition to materialise (default: 1)"),
     (["pipeline", "run"], "(default: the key-free ones, plans retrieval)"),
-    (["eval", "run"], "--out FILE where to write the report (default: eval_<mode>.json beside nl2sql.yaml)"),
+    (["eval", "run"], "--out FILE where to write the report (default: eval_<mode>.json beside nl2sql.yaml for "
+                      "evals.yaml's suites, eval_<mode>_<suite>.json for a --suite"),
     ([], "--config PATH nl2sql.yaml, or the project folder holding it (default: ./nl2sql.yaml)"),
 ])
 def test_defaults_are_shown(argv: list[str], shown: str) -> None:
     assert shown in _help(argv)
+
+
+@pytest.mark.parametrize(("mode", "suites", "name"), [
+    ("plans", None, "eval_plans.json"),
+    ("plans", ["suites/multidomain.yaml"], "eval_plans_multidomain.json"),
+    ("retrieval", ["suites/routing.yaml", "/x/wide routing.yaml"], "eval_retrieval_routing_wide-routing.json"),
+    ("plans", ["a/chinook.yaml", "b/chinook.yaml"], "eval_plans_chinook.json"),
+])
+def test_the_default_report_names_the_suites_it_ran(mode: str, suites: list[str] | None, name: str) -> None:
+    from nl2sql_assets.cli import default_report_name
+
+    assert default_report_name(mode, suites) == name
 
 
 def test_no_option_shows_a_meaningless_default() -> None:

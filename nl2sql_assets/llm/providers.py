@@ -62,18 +62,32 @@ def missing_credentials(llm_configs: Mapping[str, LLMConfig], nodes: Sequence[st
     paid run starts, so a missing key costs one clear error instead of a run of failed calls."""
     import os
 
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
     missing: dict[tuple[str, str, str], list[str]] = {}  # (config, model, keys) -> nodes
     for name, section in llm_configs.items():
         for node in nodes:
             settings = section.for_node(node)
             if settings.api_key:
                 continue
-            found = litellm.validate_environment(model=settings.model, api_base=settings.api_base)
+            provider = settings.model.split("/", 1)[0] if "/" in settings.model else None
+            variable = API_KEY_ENV.get(provider or "")
+            if variable is not None and not settings.api_base:
+                # a provider we know: its variable, read here (litellm's import costs seconds)
+                if not os.environ.get(variable):
+                    missing.setdefault((name, settings.model, variable), []).append(node)
+                continue
+            found = _litellm_environment(settings.model, settings.api_base)
             if not found.get("keys_in_environment", True):
                 wanted = ", ".join(found.get("missing_keys") or []) or "the provider's key"
                 missing.setdefault((name, settings.model, wanted), []).append(node)
     return [f"config {name!r}: {model} (nodes {', '.join(used)}) needs {wanted}; set it in the environment "
             "or as api_key in the llm section" for (name, model, wanted), used in missing.items()]
+
+
+def _litellm_environment(model: str, api_base: str | None) -> dict[str, object]:
+    """What litellm says a model's provider needs from the environment (any provider it knows)."""
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return dict(litellm.validate_environment(model=model, api_base=api_base))

@@ -56,7 +56,8 @@ def _verdicts(records: list[CaseRecord]) -> dict[tuple[str, str], tuple[object, 
             for r in records}
 
 
-def test_an_engine_over_http_gets_the_verdicts_it_gets_in_process(demo_project: Path, served: str) -> None:
+def test_an_engine_over_http_gets_the_verdicts_it_gets_in_process(demo_project: Path, served: str,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
     project = Project.load(demo_project / "nl2sql.yaml")
     suite = load_suite(demo_project / "suites" / "chinook.yaml")
     with project, GoldLLMServer(suite.cases, project.bus, synthesizer="rows",
@@ -79,6 +80,11 @@ def test_an_engine_over_http_gets_the_verdicts_it_gets_in_process(demo_project: 
     # the engine reported no cost: none is invented, and the run was not capped
     assert remote.max_cost_usd is None
     assert all(r.cost_usd == 0 and r.unknown_cost_calls == 1 for r in there)
+    # ... and the run says so plainly: the engine's cost is unknown, not "calls that could not be priced"
+    said = [r.getMessage() for r in caplog.records if "'served'" in r.getMessage()]
+    assert said == ["config 'served' is an outside engine: 15 of its replies carried no cost, so what it cost is "
+                    "unknown (an engine's cost is counted only from what it reports: cost_usd in each reply, and "
+                    "reports_cost: true in its entry)"]
     assert there[0].models == {"engine": f"http:{served}"}
     assert remote.request.engines == {"served": {"kind": "http", "url": served}}
 

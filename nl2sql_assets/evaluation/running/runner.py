@@ -449,6 +449,12 @@ class _Cases:
     def warn_unpriced(self) -> None:
         """Say, once the run is over, exactly how many calls were estimated or not priced."""
         for cfg in self.lineup.configs.values():
+            if cfg.engine:
+                if cfg.unknown_cost_calls:
+                    log.warning("config %r is an outside engine: %d of its replies carried no cost, so what it cost is "
+                                "unknown (an engine's cost is counted only from what it reports: cost_usd in each "
+                                "reply, and reports_cost: true in its entry)", cfg.name, cfg.unknown_cost_calls)
+                continue
             if cfg.estimated_calls or cfg.unknown_cost_calls:
                 log.warning("config %r: %d model call(s) reported no (or partial) token counts and were counted "
                             "with the model's tokenizer (cost flagged estimated); %d could not be priced at all",

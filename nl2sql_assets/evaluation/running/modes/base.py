@@ -54,6 +54,7 @@ class ConfigRun:
     token_sources: set[str] = field(default_factory=set)
     env_errors: dict[str, int] = field(default_factory=dict)
     stopped_by_cap: int = 0  # case runs the cost cap stopped in flight (no record, no verdict)
+    engine: bool = False  # an outside engine asked through the engine contract (no model of ours)
 
 
 @dataclass

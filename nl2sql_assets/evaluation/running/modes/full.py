@@ -89,7 +89,7 @@ class FullMode(Mode):
             built = engine_runtimes(engines, engine.derive(plan_cache=False), setup.runs)
             for name, (runtime, described) in built.items():
                 # no llm section of ours: the engine's calls are priced by what it reports
-                configs[name] = ConfigRun(name, LLMConfig(), runtime, {ENGINE_NODE: described})
+                configs[name] = ConfigRun(name, LLMConfig(), runtime, {ENGINE_NODE: described}, engine=True)
         settings = {"plan_cache": False, "max_concurrency": config.settings.max_concurrency,
                     "retry_budget": config.settings.retry_budget}
         yield Lineup(configs, settings, curated=curated, max_cost_usd=cap)

@@ -14,7 +14,7 @@ from typing import Any
 
 import dagster as dg
 
-from nl2sql_assets.defs.evals import LLM_TAG
+from nl2sql_assets.defs.evals import run_tags
 from nl2sql_assets.defs.keys import (
     DATASETS_GROUP,
     NEIGHBOURS_GROUP,
@@ -48,14 +48,16 @@ def build_jobs(suite_names: list[str]) -> dict[str, Any]:
             description="Demo databases, schema snapshots, suites and regenerated rows (with the drift check), "
                         "and the neighbour databases with each suite's gold on them where evals.yaml sets "
                         "neighbours."),
+        # No static nl2sql/llm tag: the project's own launches tag each run by what its config's mode
+        # uses (run_tags); the llm pool on the case runs caps the model calls of any run, UI ones too.
         "case_runs_job": dg.define_asset_job(
-            "case_runs_job", selection=case_runs, tags={LLM_TAG: "true"},
+            "case_runs_job", selection=case_runs,
             description="One (config, pass) partition of case runs for every suite."),
         # The key-free pipeline's first run (defs/keyfree.py): the datasets and one partition of
         # case runs in one run, not two. The datasets are unpartitioned: their materialisations
         # carry no partition, exactly as from datasets_job; a failed dataset skips the case runs.
         "datasets_case_runs_job": dg.define_asset_job(
-            "datasets_case_runs_job", selection=datasets | case_runs, tags={LLM_TAG: "true"},
+            "datasets_case_runs_job", selection=datasets | case_runs,
             description="datasets_job, then one (config, pass) partition of case runs, in one run "
                         "(what `nl2sql-assets pipeline run` launches first)."),
         "scoreboards_job": dg.define_asset_job(
@@ -130,7 +132,7 @@ def build_automation(config_path: Path, jobs: dict[str, Any]) -> list:
         register_configs(context.instance, list(NIGHTLY_CONFIGS))
         return [
             dg.RunRequest(run_key=f"nightly:{day}:{config}:1", partition_key=config_pass_key(config, 1),
-                          tags={NIGHTLY_TAG: "true"})
+                          tags={NIGHTLY_TAG: "true", **run_tags(config)})  # the key-free configs are their modes
             for config in NIGHTLY_CONFIGS
         ]
 

@@ -27,8 +27,18 @@ from nl2sql_assets.defs.resources import ProjectResource
 from nl2sql_assets.defs.shared_boards import pull_scoreboards, share_scoreboard, shared_records
 from nl2sql_assets.defs.thresholds import board_metadata
 
-LLM_TAG = "nl2sql/llm"  # the run-queue tag of LLM-heavy jobs (dagster.yaml limits it)
+LLM_TAG = "nl2sql/llm"  # the run-queue tag of runs that call a paid model (dagster.yaml limits it)
+MODE_TAG = "nl2sql/mode"
 BUDGET_TAG = "nl2sql/budget_usd"
+
+
+def run_tags(mode: str) -> dict[str, str]:
+    """What a run of case runs uses, as its tags: its mode, and whether it calls a paid model
+    (mode full; the key-free modes call none: plans answers from a local gold server, retrieval
+    embeds on the CPU). The run queue's limit on ``nl2sql/llm: true`` then holds exactly those."""
+    from nl2sql_assets.evaluation.running.modes import get_mode
+
+    return {MODE_TAG: mode, LLM_TAG: "true" if get_mode(mode).needs_key else "false"}
 
 
 class RecordConfig(dg.Config):

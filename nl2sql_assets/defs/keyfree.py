@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from nl2sql_assets.defs.automation import NIGHTLY_CONFIGS
+from nl2sql_assets.defs.evals import run_tags
 from nl2sql_assets.defs.factory import build_defs
 from nl2sql_assets.defs.keys import scoreboards_key
 from nl2sql_assets.defs.partitions import config_pass_key, register_configs
@@ -40,16 +41,24 @@ def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tup
     """Run the datasets job, then each config's case runs (one pass) and scoreboards, in-process."""
     from nl2sql_assets.evaluation.history import Warehouse
     from nl2sql_assets.evaluation.reporting import load_report
+    from nl2sql_assets.evaluation.running.modes import resolve_config
+    from nl2sql_assets.project import load_project_config
 
     defs = build_defs(config_path)
+    project_config = load_project_config(config_path)
+
+    def mode_of(config: str) -> str:
+        return resolve_config(config, project_config)[0]
+
     warehouse = Warehouse.for_project(config_path.parent)
     register_configs(instance, list(configs))
     out = KeyFreeRun(ok=True)
     suites = {scoreboards_key(Path(p).stem): Path(p).stem for p in _suite_paths(config_path)}
 
-    def execute(job: str, partition: str | dg.MultiPartitionKey | None = None) -> dg.ExecuteInProcessResult:
+    def execute(job: str, partition: str | dg.MultiPartitionKey | None = None,
+                tags: dict[str, str] | None = None) -> dg.ExecuteInProcessResult:
         result = defs.resolve_job_def(job).execute_in_process(
-            instance=instance, partition_key=partition, raise_on_error=False,
+            instance=instance, partition_key=partition, raise_on_error=False, tags=tags,
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
         name = f"{job}[{partition}]" if partition else job
         out.runs[name] = result.success
@@ -70,7 +79,7 @@ def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tup
             # The datasets go in the first config's run of case runs (one run fewer: each run costs
             # Dagster a run record, a job snapshot and its events); a failed dataset skips them.
             job = "datasets_case_runs_job" if n == 0 else "case_runs_job"
-            if not execute(job, config_pass_key(config, pass_index)).success:
+            if not execute(job, config_pass_key(config, pass_index), run_tags(mode_of(config))).success:
                 return out
             result = execute("scoreboards_job", config)
             for event in result.get_asset_materialization_events():

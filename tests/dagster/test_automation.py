@@ -112,7 +112,17 @@ def test_nightly_schedule_requests_the_key_free_configs_pass_one(demo_project: P
     assert [r.partition_key for r in requests] == ["plans|1", "retrieval|1"]
     assert [r.run_key for r in requests] == ["nightly:2026-11-29:plans:1", "nightly:2026-11-29:retrieval:1"]
     assert all(r.tags["nl2sql/nightly"] == "true" for r in requests)
+    # each run says what it uses: its mode, and no paid model (the key-free configs)
+    assert [(r.tags["nl2sql/mode"], r.tags["nl2sql/llm"]) for r in requests] == [("plans", "false"),
+                                                                                ("retrieval", "false")]
     assert {"plans", "retrieval"} <= set(instance.get_dynamic_partitions("llm_config"))
+
+
+@pytest.mark.parametrize(("mode", "llm"), [("full", "true"), ("plans", "false"), ("retrieval", "false")])
+def test_a_run_is_tagged_with_what_its_mode_uses(mode: str, llm: str) -> None:
+    from nl2sql_assets.defs.evals import run_tags
+
+    assert run_tags(mode) == {"nl2sql/mode": mode, "nl2sql/llm": llm}
 
 
 def test_definitions_validate_and_default_statuses(demo_project: Path):
@@ -142,5 +152,6 @@ def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path
     defs = build_defs(demo_project / "nl2sql.yaml")
     case_runs = defs.resolve_assets_def(dg.AssetKey("chinook_case_runs"))
     assert case_runs.op.pool == "llm"
-    assert defs.resolve_job_def("case_runs_job").tags["nl2sql/llm"] == "true"
+    # no static tag on the job: each run the project launches says what it uses (run_tags)
+    assert "nl2sql/llm" not in defs.resolve_job_def("case_runs_job").tags
     assert case_runs.backfill_policy == dg.BackfillPolicy.multi_run(1)

@@ -335,6 +335,9 @@ def test_the_key_free_pipeline_streams_the_case_records_in_two_runs(demo_project
     run = run_keyfree(demo_project / "nl2sql.yaml", instance, configs=("plans",))
     assert run.ok, run.runs
     assert run.runs == {"datasets_case_runs_job[plans|1]": True, "scoreboards_job[plans]": True}
+    # the case runs' run says what it uses: mode plans, no paid model
+    (case_run,) = [r for r in instance.get_runs() if r.job_name == "datasets_case_runs_job"]
+    assert (case_run.tags["nl2sql/mode"], case_run.tags["nl2sql/llm"]) == ("plans", "false")
     assert run.checks == {  # the regenerated rows' check is unpartitioned; every suite has its checks
         check: True for suite in ("chinook", "chinook_policy", "chinook_clarify")
         for check in (f"{suite}_regenerated_rows:suite_file_is_regenerated",

@@ -137,7 +137,7 @@ def test_definitions_validate_and_default_statuses(demo_project: Path):
 
 def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path, demo_project: Path, monkeypatch):
     """The shipped instance settings: the llm pool holds two steps, the queue four runs (two LLM-tagged),
-    and case_runs carries the pool and the tag, so backfills and UI launches are capped too."""
+    and case_runs carries the pool, so backfills and UI launches are capped too."""
     import shutil
 
     repo = Path(__file__).resolve().parents[2]

@@ -18,6 +18,9 @@ RECORDS_GROUP = "records"  # benchmark records under benchmarks/
 GROUPS = (DATASETS_GROUP, SUITES_GROUP, NEIGHBOURS_GROUP, RUNS_GROUP, BOARDS_GROUP, RECORDS_GROUP)
 
 DEMO_DATASETS = dg.AssetKey("demo_datasets")
+#: The code location's name, as pyproject.toml ([tool.dg.project] code_location_name) and
+#: workspace.yaml give it: the UI files runs under it.
+CODE_LOCATION = "nl2sql"
 
 
 def schema_snapshot_key(datasource: str) -> dg.AssetKey:

@@ -110,27 +110,23 @@ class DagsterUI:
 def prepared_project(browser_available: None, tmp_path: Path, demo_project: Path,
                      monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     """The demo project plus a Dagster home with configs ``plans`` and ``retrieval`` registered, the
-    datasets materialised and a ``retrieval`` scoreboard (pass 1), so the browser part has the
-    ``plans`` evaluation left to do and a retrieval board to gate."""
+    datasets materialised and a ``retrieval`` scoreboard (pass 1), made as ``scripts/main`` makes
+    them (``pipeline run --configs retrieval``), so the browser part has the ``plans`` evaluation
+    left to do, a retrieval board to gate, and runs of the pipeline to find on their job pages."""
     import dagster as dg
 
-    from nl2sql_assets.defs.factory import build_defs
-    from nl2sql_assets.defs.partitions import config_pass_key, register_configs
+    from nl2sql_assets.defs.keyfree import run_keyfree
+    from nl2sql_assets.defs.partitions import register_configs
 
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(REPO_ROOT / "scripts" / "dagster.yaml", home / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(home))  # the file's storage lives in $DAGSTER_HOME (base_dir)
     config = demo_project / "nl2sql.yaml"
-    defs = build_defs(config)
-    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     with dg.DagsterInstance.from_config(str(home)) as instance:
         register_configs(instance, ["plans", "retrieval"])
-        for job, partition in (("datasets_job", None), ("case_runs_job", config_pass_key("retrieval", 1)),
-                               ("scoreboards_job", "retrieval")):
-            result = defs.resolve_job_def(job).execute_in_process(instance=instance, partition_key=partition,
-                                                                  run_config=quiet)
-            assert result.success, f"{job} failed before the UI was even started"
+        run = run_keyfree(config, instance, configs=("retrieval",))
+        assert run.ok, f"the pipeline failed before the UI was even started: {run.runs}"
     return config, home
 
 

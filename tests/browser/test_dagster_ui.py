@@ -40,6 +40,14 @@ query Ticks($name: String!) {
   }
 }
 """
+JOB_RUNS = """
+query JobRuns($job: String!) {
+  pipelineOrError(params: {pipelineName: $job, repositoryName: "__repository__", repositoryLocationName: "nl2sql"}) {
+    __typename
+    ... on Pipeline { runs(limit: 10) { runId status } }
+  }
+}
+"""
 RECENT_RUNS = """
 query RecentRuns {
   runsOrError(limit: 25) {
@@ -267,6 +275,15 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
         chrome.set_window_size(1600, 1000)
         assert {"chinook_case_runs", "chinook_scoreboards", "chinook_schema_snapshot",
                 "chinook_schema_index", "chinook_suite"} <= set(seen)
+
+        # 1b. The pipeline's runs (scripts/main's, made before the UI started) are filed under their
+        # jobs, as a run launched from the UI is: on the job's page and in the jobs list.
+        piped = dagster_ui.graphql(JOB_RUNS, {"job": "datasets_case_runs_job"})["pipelineOrError"]["runs"]
+        assert len(piped) == 1 and piped[0]["status"] == "SUCCESS", piped
+        page.open("/locations/nl2sql/jobs/datasets_case_runs_job/runs")
+        page.wait(lambda d: piped[0]["runId"][:8] in page.body_text(),
+                  message="the pipeline's run on its job page")
+        page.screenshot("job_runs_pipeline.png")
 
         # 2. Launch case runs (plans, pass 1), then the plans scoreboard, from the UI.
         clicked = time.monotonic()

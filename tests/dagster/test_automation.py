@@ -155,3 +155,18 @@ def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path
     # no static tag on the job: each run the project launches says what it uses (run_tags)
     assert "nl2sql/llm" not in defs.resolve_job_def("case_runs_job").tags
     assert case_runs.backfill_policy == dg.BackfillPolicy.multi_run(1)
+
+
+def test_the_code_location_name_is_the_one_pyproject_and_workspace_give() -> None:
+    """Runs made by the pipeline are filed under this name: it must be the location the UI loads."""
+    import tomllib
+
+    import yaml
+
+    from nl2sql_assets.defs.keys import CODE_LOCATION
+
+    repo = Path(__file__).resolve().parents[2]
+    pyproject = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["tool"]["dg"]["project"]["code_location_name"] == CODE_LOCATION
+    workspace = yaml.safe_load((repo / "workspace.yaml").read_text(encoding="utf-8"))
+    assert [entry["python_module"]["location_name"] for entry in workspace["load_from"]] == [CODE_LOCATION]

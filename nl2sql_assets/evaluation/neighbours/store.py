@@ -22,7 +22,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,7 +120,6 @@ class KeptSet:
     home: Path
     #: read back as stored (its inputs unchanged), not made by this call
     reused: bool = False
-    _golds: dict[str, GoldOnNeighbours] | None = field(default=None, repr=False)
 
     @property
     def paths(self) -> list[Path]:
@@ -133,8 +132,6 @@ class KeptSet:
     @cached_property
     def golds(self) -> dict[str, GoldOnNeighbours]:
         """Gold digest -> the gold on the set (read from the sidecar on first use)."""
-        if self._golds is not None:
-            return self._golds
         path = self.home / GOLDS
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

@@ -115,7 +115,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         save_report(report, project.warehouse.scoreboard_path(suite_name, config))
         share_scoreboard(project, suite_name, config)
         # One point of the history for every scoreboard materialised, from the UI, a job or a backfill.
-        context.log_event(history_point(project, suite_name, history_key))
+        context.log_event(history_point(project, suite_name, history_key, config))
         board = next(iter(report.configs.values()))
         acc = board.accuracy
         return dg.MaterializeResult(metadata=safe_metadata({
@@ -289,10 +289,12 @@ def _headline_table(rows: list[tuple[str, str]]) -> dg.TableMetadataValue:
     )
 
 
-def history_point(project: ProjectResource, suite_name: str, key: dg.AssetKey) -> dg.AssetMaterialization:
-    """Every stored scoreboard's headline under ``<config>/<measure>``, as one materialisation of
-    the history asset: one point in time, so each config's plots show its board over time. A
-    measure that does not apply to a config's mode is absent from it, never 0."""
+def history_point(project: ProjectResource, suite_name: str, key: dg.AssetKey,
+                  config_now: str) -> dg.AssetMaterialization:
+    """One point of the history asset for the config just materialised: its board's headline under
+    ``<config>/<measure>`` (another config's old value is not recorded again, which drew a false
+    step in its plot at every other config's run), beside a table of every stored board as it
+    stands. A measure that does not apply to a config's mode is absent from it, never 0."""
     from nl2sql_assets.evaluation.reporting import headline, load_report
 
     pull_scoreboards(project, suite_name)  # every machine's boards, under a shared profile
@@ -303,7 +305,8 @@ def history_point(project: ProjectResource, suite_name: str, key: dg.AssetKey) -
         report = load_report(warehouse.scoreboard_path(suite_name, config))
         board = next(iter(report.configs.values()))
         measures = headline(board, report.mode)
-        numbers.update({f"{config}/{m.key}": m.value for m in measures})
+        if config == config_now:
+            numbers.update({f"{config}/{m.key}": m.value for m in measures})
         cells = {m.key: m.cell for m in measures}
         accuracy = cells.get("execution_accuracy") or cells.get("accuracy", "n/a")
         rows.append(dg.TableRecord({

@@ -19,6 +19,7 @@ from nl2sql_assets.defs.keys import (
     schema_snapshot_key,
     suite_key,
 )
+from nl2sql_assets.defs.redaction import safe_metadata
 from nl2sql_assets.defs.resources import ProjectResource
 
 
@@ -80,7 +81,7 @@ def _datasource_neighbours(datasource: str, suites: list[str]) -> dg.AssetsDefin
         kept = sets.get(datasource)
         if kept is None:
             return dg.MaterializeResult(metadata={"kept": 0, "note": "no suite's gold reads this datasource"})
-        return dg.MaterializeResult(metadata=set_metadata(kept))
+        return dg.MaterializeResult(metadata=safe_metadata(set_metadata(kept)))
 
     return neighbours
 
@@ -146,7 +147,7 @@ def _suite_neighbour_rows(name: str, path: Path, datasources: list[str]) -> dg.A
             raise dg.Failure(description=f"{name}: no neighbour rows for {', '.join(missing[:10])}; delete "
                                          f"{neighbours_dir(proj.config.root)} and materialise again")
         atomic_write(out, audit.model_dump_json(indent=1) + "\n")
-        return dg.MaterializeResult(metadata={
+        return dg.MaterializeResult(metadata=safe_metadata({
             "cases": len(cases),
             "graded_on_neighbours": sum(1 for c in cases if c.datasources[0] in sets),
             "neighbours": dg.MetadataValue.json({ds: len(kept.paths) for ds, kept in sets.items()}),
@@ -159,6 +160,6 @@ def _suite_neighbour_rows(name: str, path: Path, datasources: list[str]) -> dg.A
                                     "everywhere, or disagrees with an alternative on a neighbour."),
             **({"gold_median_ms": audit.median_ms} if audit.median_ms is not None else {}),
             "audit_file": dg.MetadataValue.path(str(out)),
-        })
+        }))
 
     return neighbour_rows

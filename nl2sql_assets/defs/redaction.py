@@ -10,10 +10,17 @@ from nl2sql_assets.redact import redact, redact_data
 
 
 def safe_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The metadata with every text (plain, Markdown, JSON) redacted; numbers and paths kept."""
+    """The metadata with every text (plain, Markdown, JSON) redacted, every float rounded as a
+    person reads it (``display_value``: the report's JSON keeps it whole), paths kept."""
+    from nl2sql_assets.evaluation.reporting.headline import display_value
+
     out: dict[str, Any] = {}
     for key, value in metadata.items():
-        if isinstance(value, str):
+        if isinstance(value, float):
+            out[key] = display_value(key, value)
+        elif isinstance(value, dg.FloatMetadataValue) and value.value is not None:
+            out[key] = dg.MetadataValue.float(display_value(key, value.value))
+        elif isinstance(value, str):
             out[key] = redact(value)
         elif isinstance(value, dg.MarkdownMetadataValue):
             out[key] = dg.MetadataValue.md(redact(value.value or ""))

@@ -214,7 +214,7 @@ def test_schema_index_then_a_retrieval_partition_and_its_scoreboard(demo_project
     assert meta["table_recall"] > 0.8 and 0.0 <= meta["column_recall"] <= 1.0
 
     # A mode that executes nothing has no execution accuracy: absent, never 0.
-    assert "execution_accuracy" not in meta and meta["accuracy"] == meta["passed"] / 93
+    assert "execution_accuracy" not in meta and meta["accuracy"] == round(meta["passed"] / 93, 3)  # 38.7% shown
     # The policy probes and the questions to ask back about have nothing to retrieve: their
     # partitions are empty, say why, and show no rate.
     probes = _materialized(result)["chinook_policy_case_runs"]

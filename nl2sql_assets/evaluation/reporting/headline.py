@@ -81,3 +81,23 @@ def headline_metrics(board: Board, mode: str) -> dict[str, float]:
 def headline_rows(board: Board, mode: str) -> list[tuple[str, str]]:
     """The headline as (measure, formatted value) rows; interval bounds are in their rate's cell."""
     return [(m.label, m.cell) for m in headline(board, mode) if m.label]
+
+
+def display_value(key: str, value: float) -> float:
+    """A metadata number as a person reads it (the report's JSON keeps the value whole): dollars
+    to four significant figures, seconds to two decimals, milliseconds to one, a share (in -1..1)
+    to three decimals (a percentage to one), anything else to four significant figures. Still a
+    number, so Dagster plots it."""
+    import math
+
+    if not math.isfinite(value):
+        return value
+    if key.endswith("_usd"):
+        return float(f"{value:.4g}")
+    if key.endswith(("_s", "_seconds")):
+        return round(value, 2)
+    if key.endswith("_ms"):
+        return round(value, 1)
+    if -1.0 <= value <= 1.0:
+        return round(value, 3)
+    return float(f"{value:.4g}")

@@ -344,7 +344,10 @@ def test_a_priced_run_crosses_its_cap_by_at_most_one_case_per_worker(
     print(f"cap {cap} spent {spent:.4f} recorded {recorded:.4f} max case {most:.4f} workers {workers} "
           f"cases {len(costs)} stopped in flight {stopped}")
     assert totals["spent"] == pytest.approx(spent)  # the ledger holds exactly what was spent
-    assert recorded <= spent + 1e-9 and (stopped > 0) == (spent > recorded + 1e-9)
+    # Dollars beyond the records come only from cases the cap stopped in flight; a case stopped at
+    # its first model call spent nothing, so a stopped case need not add any.
+    assert recorded <= spent + 1e-9
+    assert stopped > 0 or spent == pytest.approx(recorded)
     assert totals["open"] == 0  # every reservation settled
     # Whether the spiked calls in flight carry it past the cap depends on which worker's call goes
     # out first; the bound does not (the per-call rule's own cases are in test_cap_per_call).

@@ -107,6 +107,11 @@ def _temporary(path: Path) -> Path:
     return temporary
 
 
+def _read_only(name: str, engine: str, path: Path, timeout_s: float) -> DatasourceConfig:
+    """The datasource settings a neighbour (or a copy of one) is opened with: its row limit and timeout."""
+    return DatasourceConfig(id=name, engine=engine, path=path, row_limit=ROW_LIMIT, timeout_s=timeout_s)
+
+
 class NeighbourFormat(Protocol):
     engine: ClassVar[str]
     suffix: ClassVar[str]
@@ -180,16 +185,14 @@ class SqliteFiles:
         """The product's own read-only access (row limit, a timeout that interrupts; SQLite's own checks)."""
         from nl2sql_assets.datasources.sqlite import SqliteAdapter
 
-        config = DatasourceConfig(id="neighbour", engine="sqlite", path=path, row_limit=ROW_LIMIT,
-                                  timeout_s=TIMEOUT_S)
+        config = _read_only("neighbour", "sqlite", path, TIMEOUT_S)
         return SqliteAdapter(config, bulk=True)
 
     def open_reversed(self, path: Path, timeout_s: float = TIMEOUT_S) -> Any:
         """The same file, every table read backwards (``SqliteAdapter(reverse_scans=True)``)."""
         from nl2sql_assets.datasources.sqlite import SqliteAdapter
 
-        config = DatasourceConfig(id="reversed", engine="sqlite", path=path, row_limit=ROW_LIMIT,
-                                  timeout_s=timeout_s)
+        config = _read_only("reversed", "sqlite", path, timeout_s)
         return SqliteAdapter(config, bulk=True, reverse_scans=True)
 
 
@@ -289,8 +292,7 @@ class DuckdbFiles:
     def open(self, path: Path) -> Any:
         from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
 
-        config = DatasourceConfig(id="neighbour", engine="duckdb", path=path, row_limit=ROW_LIMIT,
-                                  timeout_s=TIMEOUT_S)
+        config = _read_only("neighbour", "duckdb", path, TIMEOUT_S)
         return DuckDBAdapter(config, bulk=True)
 
     def open_reversed(self, path: Path, timeout_s: float = TIMEOUT_S) -> Any:
@@ -303,7 +305,7 @@ class DuckdbFiles:
         self.write(source, {t.name: t.rows[::-1] for t in source.tables}, copy)
         from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
 
-        config = DatasourceConfig(id="reversed", engine="duckdb", path=copy, row_limit=ROW_LIMIT, timeout_s=timeout_s)
+        config = _read_only("reversed", "duckdb", copy, timeout_s)
         return _RemovedOnClose(DuckDBAdapter(config, bulk=True), folder)
 
 

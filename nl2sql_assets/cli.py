@@ -71,6 +71,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="which pass partition to materialise")
     prun.add_argument("--chinook", metavar="PATH", default=None, help=chinook_help)
 
+    ui = sub.add_parser("ui", help="start the Dagster UI on the project (dagster dev): one line when it is "
+                                   "ready, the terminal at one log level, runs launched from the UI included",
+                        **fmt)
+    ui.add_argument("--log-level", choices=("debug", "info", "warning", "error", "critical"), default="warning",
+                    help="the least severe log line the terminal shows (the UI keeps every event)")
+    ui.add_argument("--host", default="127.0.0.1", help="the address the UI listens on")
+    ui.add_argument("--port", type=int, default=3000, help="the port the UI listens on")
+
     configs = sub.add_parser("configs", help="LLM configs known to the Dagster project", **fmt)
     csub = configs.add_subparsers(dest="configs_command", required=True, metavar="COMMAND")
     cadd = csub.add_parser("add", help="register a config name as a case runs partition", **fmt)
@@ -645,7 +653,7 @@ def _next_steps(config: Any, run: Any) -> None:
     if reports:
         shown = reports[0].parent.parent / "<suite>" / reports[0].name if len(reports) > 1 else reports[0]
         print(f"\nnext: the reports across configs are {shown} ({len(reports)} suite(s)); the UI holds these "
-              f"runs: source scripts/_env.sh && dagster dev --log-level warning, then open http://127.0.0.1:3000")
+              f"runs: source scripts/_env.sh && nl2sql-assets ui (it prints the address when the UI is ready)")
 
 
 def _llm_section_text(spec: str) -> str:
@@ -790,6 +798,10 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
             return _cmd_pipeline(args)
         if args.command == "configs":
             return _cmd_configs(args)
+        if args.command == "ui":
+            from nl2sql_assets.ui import run_ui
+
+            return run_ui(_config_path(args), args.log_level, args.host, args.port)
         if args.command == "feedback":
             return _cmd_feedback(args)
         if args.command == "serve":

@@ -6,7 +6,7 @@ benchmark records."""
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -26,6 +26,9 @@ from nl2sql_assets.defs.redaction import redact, safe_metadata
 from nl2sql_assets.defs.resources import ProjectResource
 from nl2sql_assets.defs.shared_boards import pull_scoreboards, share_scoreboard, shared_records
 from nl2sql_assets.defs.thresholds import board_metadata
+
+if TYPE_CHECKING:
+    from nl2sql_assets.evaluation.reporting.charts import HistoryPoint
 
 LLM_TAG = "nl2sql/llm"  # the run-queue tag of runs that call a paid model (dagster.yaml limits it)
 MODE_TAG = "nl2sql/mode"
@@ -115,7 +118,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         save_report(report, project.warehouse.scoreboard_path(suite_name, config))
         share_scoreboard(project, suite_name, config)
         # One point of the history for every scoreboard materialised, from the UI, a job or a backfill.
-        context.log_event(history_point(project, suite_name, history_key, config))
+        context.log_event(history_point(project, context.instance, suite_name, history_key, config))
         board = next(iter(report.configs.values()))
         acc = board.accuracy
         return dg.MaterializeResult(metadata=safe_metadata({
@@ -145,8 +148,11 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         deps=[scoreboard_key],
         group_name=BOARDS_GROUP,
         kinds={"json"},
-        description=f"Every config's headline on {suite_name} under `<config>/<measure>`, recorded each time "
-                    "a scoreboard is materialised (however it was launched): its Plots show each config over time.",
+        description=f"A point for each scoreboard of {suite_name} materialised (however it was launched): "
+                    "metadata `charts` draws each measure over time, one chart per measure with every config "
+                    "as a series and accuracy's 95% interval as a band; `latest` tables every stored board; "
+                    "`point` holds the numbers. To compare configs side by side at one time, see the Plots "
+                    f"of {scoreboard_key.to_user_string()} by partition.",
     )
 
     @dg.asset(
@@ -289,29 +295,33 @@ def _headline_table(rows: list[tuple[str, str]]) -> dg.TableMetadataValue:
     )
 
 
-def history_point(project: ProjectResource, suite_name: str, key: dg.AssetKey,
-                  config_now: str) -> dg.AssetMaterialization:
-    """One point of the history asset for the config just materialised: its board's headline under
-    ``<config>/<measure>`` (another config's old value is not recorded again, which drew a false
-    step in its plot at every other config's run), beside a table of every stored board as it
-    stands. A measure that does not apply to a config's mode is absent from it, never 0."""
+def history_point(project: ProjectResource, instance: dg.DagsterInstance, suite_name: str,
+                  key: dg.AssetKey, config_now: str) -> dg.AssetMaterialization:
+    """One point of the history asset for the config just materialised (another config's old
+    value is not recorded again: that drew false steps), with charts of every point so far (one
+    per measure, every config a series, the interval as a band) and a table of every stored board
+    as it stands. A measure that does not apply to a config's mode is absent, never 0."""
     from nl2sql_assets.evaluation.reporting import headline, load_report
+    from nl2sql_assets.evaluation.reporting.charts import HistoryPoint, charts_markdown, history_charts
+    from nl2sql_assets.evaluation.reporting.headline import display_value
 
     pull_scoreboards(project, suite_name)  # every machine's boards, under a shared profile
     warehouse = project.warehouse
-    numbers: dict[str, float] = {}
+    point: dict[str, float] = {}
     rows = []
     for config in warehouse.scoreboards(suite_name):
         report = load_report(warehouse.scoreboard_path(suite_name, config))
         board = next(iter(report.configs.values()))
         measures = headline(board, report.mode)
         if config == config_now:
-            numbers.update({f"{config}/{m.key}": m.value for m in measures})
+            point = {m.key: display_value(m.key, m.value) for m in measures}
+            robust = board.summary_metrics().get("neighbour_robust_accuracy")
+            if robust is not None:
+                point["neighbour_robust_accuracy"] = display_value("neighbour_robust_accuracy", robust)
         cells = {m.key: m.cell for m in measures}
-        accuracy = cells.get("execution_accuracy") or cells.get("accuracy", "n/a")
         rows.append(dg.TableRecord({
             "config": config, "mode": report.mode, "passes": report.passes,
-            "accuracy (95% CI)": accuracy, "lenient": cells.get("lenient_accuracy", "—"),
+            "accuracy (95% CI)": cells.get("accuracy", "n/a"), "lenient": cells.get("lenient_accuracy", "—"),
             "pass^k": cells.get("pass_k", "—"), "cost per case": cells.get("cost_per_case_usd", "—"),
             "latency p95": cells.get("latency_p95_s", "—"),
             "board from (UTC)": f"{report.run_stamp.finished_at:%Y-%m-%d %H:%M}",
@@ -319,10 +329,39 @@ def history_point(project: ProjectResource, suite_name: str, key: dg.AssetKey,
     columns = [dg.TableColumn("config", "string"), dg.TableColumn("mode", "string"), dg.TableColumn("passes", "int"),
                *[dg.TableColumn(name, "string") for name in ("accuracy (95% CI)", "lenient", "pass^k",
                                                               "cost per case", "latency p95", "board from (UTC)")]]
-    return dg.AssetMaterialization(asset_key=key, metadata=safe_metadata({
-        "latest": dg.MetadataValue.table(records=rows, schema=dg.TableSchema(columns=columns)),
-        **numbers,
-    }))
+    points = [*recorded_history(instance, key), HistoryPoint(time.time(), config_now, point)]
+    return dg.AssetMaterialization(asset_key=key, metadata={
+        "config": config_now,
+        # drawn here from numbers and config names alone (no text to redact; redacting base64
+        # could only break an image)
+        "charts": dg.MetadataValue.md(charts_markdown(history_charts(points))),
+        **safe_metadata({
+            "latest": dg.MetadataValue.table(records=rows, schema=dg.TableSchema(columns=columns)),
+            "point": dg.MetadataValue.json({config_now: point}),
+        }),
+    })
+
+
+def recorded_history(instance: dg.DagsterInstance, key: dg.AssetKey, limit: int = 500) -> "list[HistoryPoint]":
+    """The history's earlier points, from its materialisations: ``point`` (config -> measures),
+    or, in points recorded before it, numbers under ``<config>/<measure>``."""
+    from nl2sql_assets.evaluation.reporting.charts import HistoryPoint
+
+    out = []
+    for record in instance.fetch_materializations(key, limit=limit).records:
+        metadata = record.asset_materialization.metadata if record.asset_materialization else {}
+        stored = metadata.get("point")
+        if stored is not None and isinstance(stored.value, dict):
+            configs = {c: dict(v) for c, v in stored.value.items() if isinstance(v, dict)}
+        else:
+            configs = {}
+            for label, entry in metadata.items():
+                config, _, measure = label.partition("/")
+                if measure and isinstance(entry.value, int | float):
+                    configs.setdefault(config, {})[measure] = float(entry.value)
+        for config, values in configs.items():
+            out.append(HistoryPoint(record.timestamp, config, values))
+    return out
 
 
 def gate_check_result(project: ProjectResource, suite_name: str, configs: list[str]) -> dg.AssetCheckResult:

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
-from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 
 from nl2sql_assets.defs.automation import NIGHTLY_CONFIGS
 from nl2sql_assets.defs.evals import run_tags
 from nl2sql_assets.defs.factory import build_defs
-from nl2sql_assets.defs.keys import CODE_LOCATION, scoreboards_key
+from nl2sql_assets.defs.keys import scoreboards_key
+from nl2sql_assets.defs.launch import LaunchedRuns
 from nl2sql_assets.defs.partitions import config_pass_key, register_configs
 from nl2sql_assets.evaluation.running.heap import frozen_heap
 
@@ -56,15 +56,14 @@ def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tup
     out = KeyFreeRun(ok=True)
     suites = {scoreboards_key(Path(p).stem): Path(p).stem for p in _suite_paths(config_path)}
 
-    # The label the UI files a launched run under (its repository in the code location): with it, a
-    # run made here shows on its job's page, in the jobs list and on the timeline like a UI launch.
-    origin = {REPOSITORY_LABEL_TAG: f"{defs.get_repository_def().name}@{CODE_LOCATION}"}
+    # Each run is filed under its job's origin in the code location, as a UI launch is: it shows
+    # on its job's page, in the jobs list and on the Overview timeline.
+    launcher = LaunchedRuns(defs, instance, config_path.parent)
 
     def execute(job: str, partition: str | dg.MultiPartitionKey | None = None,
-                tags: dict[str, str] | None = None) -> dg.ExecuteInProcessResult:
-        result = defs.resolve_job_def(job).execute_in_process(
-            instance=instance, partition_key=partition, raise_on_error=False, tags={**origin, **(tags or {})},
-            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
+                tags: dict[str, str] | None = None) -> dg.JobExecutionResult:
+        result = launcher.execute(job, partition_key=partition, tags=tags,
+                                  run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
         name = f"{job}[{partition}]" if partition else job
         out.runs[name] = result.success
         out.ok &= result.success

@@ -35,7 +35,7 @@ ARTIFACTS = REPO_ROOT / "artifacts" / "browser"
 UI_START_TIMEOUT_S = 90.0
 # What scripts/_env.sh adds to PYTHONWARNINGS, and the README's start command.
 SUPERSESSION_FILTER = "ignore:Function `dev_command` is superseded:FutureWarning"
-DAGSTER_DEV = ("dagster", "dev", "--log-level", "warning")
+UI_COMMAND = ("nl2sql-assets", "ui")
 CHROME_ARGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
@@ -147,16 +147,14 @@ def _stop(process: subprocess.Popen, grace_s: float = 15.0) -> float:
 
 @pytest.fixture
 def dagster_ui(tmp_path: Path, prepared_project: tuple[Path, Path]) -> Iterator[DagsterUI]:
-    """The README's ``dagster dev --log-level warning`` from the repo root (webserver and daemons),
-    with ``-w workspace.yaml``, on a free port."""
+    """The README's ``nl2sql-assets ui`` (``dagster dev`` on the project, the terminal at WARNING)
+    on a free port, from the repo root."""
     config, home = prepared_project
     port = free_port()
-    warnings = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), SUPERSESSION_FILTER]))
-    env = dict(os.environ, NL2SQL_PROJECT=str(config), DAGSTER_HOME=str(home),
-               LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONUNBUFFERED="1", PYTHONWARNINGS=warnings)
+    env = dict(os.environ, DAGSTER_HOME=str(home))
     log_path = tmp_path / "dagster_dev.log"
-    command = [sys.executable, "-m", *DAGSTER_DEV, "-w", str(REPO_ROOT / "workspace.yaml"),
-               "-h", "127.0.0.1", "-p", str(port)]
+    command = [str(Path(sys.executable).with_name(UI_COMMAND[0])), "--config", str(config), *UI_COMMAND[1:],
+               "--port", str(port)]
     base_url = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as log:
         started = time.monotonic()

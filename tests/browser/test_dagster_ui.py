@@ -40,6 +40,21 @@ query Ticks($name: String!) {
   }
 }
 """
+SCOREBOARD_BY_CONFIG = """
+query ByConfig($path: [String!]!, $partitions: [String!]!) {
+  assetOrError(assetKey: {path: $path}) {
+    ... on Asset { assetMaterializations(partitions: $partitions) { partition metadataEntries {
+      label ... on FloatMetadataEntry { floatValue } } } }
+  }
+}
+"""
+RUN_ORIGINS = """
+query RunOrigins {
+  runsOrError(limit: 25) {
+    ... on Runs { results { jobName repositoryOrigin { repositoryLocationName repositoryName } } }
+  }
+}
+"""
 JOB_RUNS = """
 query JobRuns($job: String!) {
   pipelineOrError(params: {pipelineName: $job, repositoryName: "__repository__", repositoryLocationName: "nl2sql"}) {
@@ -278,6 +293,15 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
         page.wait(lambda d: piped[0]["runId"][:8] in page.body_text(),
                   message="the pipeline's run on its job page")
         page.screenshot("job_runs_pipeline.png")
+        # ... and on the Overview timeline, which files a run by the job origin it was created with.
+        origins = {(r["jobName"], (r["repositoryOrigin"] or {}).get("repositoryLocationName"))
+                   for r in dagster_ui.graphql(RUN_ORIGINS)["runsOrError"]["results"]}
+        assert origins == {("datasets_case_runs_job", "nl2sql"), ("scoreboards_job", "nl2sql")}, origins
+        page.open("/overview/activity/timeline")
+        for job in ("datasets_case_runs_job", "scoreboards_job"):
+            page.wait(lambda d, j=job: page.visible(f"//*[normalize-space(text())='{j}']"),
+                      message=f"the pipeline's {job} on the Overview timeline")
+        page.screenshot("timeline_pipeline.png")
 
         # 2. Launch case runs (plans, pass 1), then the plans scoreboard, from the UI.
         clicked = time.monotonic()
@@ -293,30 +317,50 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
 
         # 3. The scoreboard page: every case passed, and the headline is formatted.
         page.open("/assets/chinook_scoreboards?partition=plans")
-        assert float(metadata_value(page, "execution_accuracy")) == 1.0
+        assert float(metadata_value(page, "accuracy")) == 1.0
         assert metadata_value(page, "passes") == "1"
         page.wait(lambda d: "100.0% (97.3%–100.0%)" in page.body_text() and "$0.0000" in page.body_text(),
                   message="the headline table with percentages and dollars")
+        # numbers as a person reads them: no raw float anywhere in the metadata
+        assert re.fullmatch(r"\d+(\.\d{1,2})?", metadata_value(page, "latency_p95_s"))
+        raw = re.findall(r"\b\d+\.\d{5,}\b", page.body_text())
+        assert not raw, f"unrounded numbers in the scoreboard's metadata: {raw}"
         page.screenshot("scoreboard_plans.png")
 
-        # 4. A second pass and a second scoreboard: the history is plotted over time.
+        # 4. A second pass and a second scoreboard. The scoreboard's Plots, by partition: one chart
+        # per measure with the configs side by side (accuracy: plans and retrieval on one chart).
         wait_for_run(dagster_ui, materialize_one_partition(page, "chinook_case_runs", ["plans", "2"], launched))
         wait_for_run(dagster_ui, materialize_one_partition(page, "chinook_scoreboards", ["plans"], launched))
-        events = dagster_ui.graphql(ASSET_MATERIALIZATIONS, {"path": ["chinook_scoreboard_history"]})
-        points = [{e["label"] for e in m["metadataEntries"]} for m in events["assetOrError"]["assetMaterializations"]]
-        assert len(points) == 3  # the retrieval board before the UI started, then two plans boards
-        assert sum("plans/execution_accuracy" in p for p in points) == 2
-        assert sum("plans/pass_k" in p for p in points) == 1  # pass^k once there are two passes
-        assert not any(label.startswith("retrieval/execution") or label.startswith("retrieval/lenient")
-                       for p in points for label in p)  # no measure a retrieval board does not have
-        page.open("/assets/chinook_scoreboard_history")
+        by_config = dagster_ui.graphql(SCOREBOARD_BY_CONFIG, {"path": ["chinook_scoreboards"],
+                                                              "partitions": ["plans", "retrieval"]})
+        accuracy = {m["partition"]: next(e["floatValue"] for e in m["metadataEntries"] if e["label"] == "accuracy")
+                    for m in by_config["assetOrError"]["assetMaterializations"]}
+        assert set(accuracy) == {"plans", "retrieval"} and accuracy["plans"] == 1.0
+        page.open("/assets/chinook_scoreboards")
         page.click("//button[normalize-space(.)='Plots']")
-        for label in ("plans/execution_accuracy", "plans/execution_accuracy_low", "plans/pass_k",
-                      "retrieval/accuracy", "plans/cost_per_case_usd", "plans/latency_p95_s"):
+        for label in ("accuracy", "cost_per_case_usd", "latency_p95_s"):
             page.wait(lambda d, x=label: page.visible(f"//*[normalize-space(text())='{x}']"),
                       message=f"the {label} plot")
-        assert len(page.visible("//canvas")) >= 4  # a chart under each heading (its axes are drawn inside)
-        page.screenshot("history_plots.png")
+        assert not page.visible("//*[normalize-space(text())='accuracy_low']")  # the interval is no chart of its own
+        assert page.visible("//button[normalize-space(.)='Partitions']")  # x: the configs (the default view)
+        assert len(page.visible("//canvas")) >= 3
+        page.screenshot("scoreboard_plots_by_config.png")
+
+        # The history: a point per scoreboard run (the pipeline's retrieval board, then two plans
+        # boards), each drawing every point so far: one chart per measure, every config a series.
+        events = dagster_ui.graphql(ASSET_MATERIALIZATIONS, {"path": ["chinook_scoreboard_history"]})
+        points = [{e["label"] for e in m["metadataEntries"]} for m in events["assetOrError"]["assetMaterializations"]]
+        assert len(points) == 3 and all({"config", "charts", "latest", "point"} <= p for p in points)
+        page.open("/assets/chinook_scoreboard_history")
+        page.click("//tr[td[normalize-space(.)='charts']]//*[normalize-space(text())='[Show Markdown]']")
+        images = "//*[@role='dialog']//img"
+        page.wait(lambda d: len(page.visible(images)) >= 4 and all(
+            d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", img)
+            for img in page.visible(images)), message="the history's charts drawn in the dialog")
+        titles = [img.get_attribute("alt") for img in page.visible(images)]
+        assert titles[0] == "accuracy (strict), with its 95% Wilson interval" and "lenient accuracy" in titles
+        assert "pass^k (cases passed in every pass)" in titles  # plans has two passes now
+        page.screenshot("history_charts.png")
 
         # 5. A doctored baseline (every retrieval case passed) lands in benchmarks/ after the
         # sensor's first tick: the sensor runs the gate once, and the check lists the lost cases.
@@ -336,8 +380,12 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
         assert "Failed" in text and f"{len(lost)} case(s) went from pass to fail" in text
         page.screenshot("gate_failure.png")
 
-        # 6. The terminal stayed quiet: no warning about dg or dagster.yaml, no sensor chatter.
+        # 6. The terminal: one line when the UI was ready, then nothing below WARNING, the runs
+        # launched from the UI included; no warning about dg or dagster.yaml, no sensor chatter.
         log = dagster_ui.log_path.read_text(encoding="utf-8", errors="replace")
+        assert f"Dagster UI ready: {dagster_ui.base_url}" in log, log[:2000]
+        quiet = re.findall(r"^.* - (?:DEBUG|INFO) - .*$", log, flags=re.MULTILINE)
+        assert not quiet, f"lines below WARNING in the terminal: {quiet[:5]}"
         for noise in ("SupersessionWarning", "dagster.yaml", "Checking for new runs for sensor", "skipped"):
             assert noise not in log, f"{noise!r} in the dagster dev log:\n{log[-3000:]}"
     except Exception:
@@ -350,11 +398,13 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
         (screenshot_dirs[0] / "timings.json").write_text(json.dumps(report, indent=2) + "\n")
 
 
-def test_the_browser_test_starts_dagster_dev_as_the_readme_and_env_script_say() -> None:
-    from tests.browser.conftest import DAGSTER_DEV, REPO_ROOT, SUPERSESSION_FILTER
+def test_the_browser_test_starts_the_ui_as_the_readme_and_env_script_say() -> None:
+    from nl2sql_assets import ui
+    from tests.browser.conftest import REPO_ROOT, SUPERSESSION_FILTER, UI_COMMAND
 
+    assert SUPERSESSION_FILTER == ui.SUPERSESSION_FILTER
     assert SUPERSESSION_FILTER in (REPO_ROOT / "scripts" / "_env.sh").read_text(encoding="utf-8")
-    assert " ".join(DAGSTER_DEV) in (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert " ".join(UI_COMMAND) in (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(("required", "outcome"), [(None, pytest.skip.Exception), ("1", pytest.fail.Exception)])

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
 from nl2sql_assets.defs.factory import build_defs
 from nl2sql_assets.defs.partitions import config_pass_key, register_configs
@@ -96,8 +95,10 @@ def test_plans_two_passes_give_a_scoreboard_with_pass_k_and_determinism(demo_pro
     boards = _materialized(result)
     board = boards["chinook_scoreboards"]
     assert board["passes"] == 2
-    assert board["execution_accuracy"] == 1.0
-    assert (board["execution_accuracy_low"], board["execution_accuracy_high"]) == pytest.approx((0.987, 1.0), abs=1e-3)
+    assert board["accuracy"] == 1.0  # execution accuracy, the mode executing SQL
+    # the interval in the headline's cell, not as two more plotted numbers
+    assert "accuracy_low" not in board and "accuracy_high" not in board
+    assert _headline(board)["execution accuracy (95% CI)"] == "100.0% (98.7%–100.0%)"
     assert board["lenient_accuracy"] == 1.0
     assert board["pass_k"] == 1.0
     assert board["determinism"] == 1.0
@@ -213,8 +214,9 @@ def test_schema_index_then_a_retrieval_partition_and_its_scoreboard(demo_project
     assert meta["passed"] + meta["failed"] == 93  # 43 answerable cases x their allowed roles
     assert meta["table_recall"] > 0.8 and 0.0 <= meta["column_recall"] <= 1.0
 
-    # A mode that executes nothing has no execution accuracy: absent, never 0.
-    assert "execution_accuracy" not in meta and meta["accuracy"] == round(meta["passed"] / 93, 3)  # 38.7% shown
+    # A mode that executes nothing has no lenient accuracy: absent, never 0; its headline accuracy
+    # (one key in every mode, so configs share a chart) is the share of case runs that passed.
+    assert "lenient_accuracy" not in meta and meta["accuracy"] == round(meta["passed"] / 93, 3)  # 38.7% shown
     # The policy probes and the questions to ask back about have nothing to retrieve: their
     # partitions are empty, say why, and show no rate.
     probes = _materialized(result)["chinook_policy_case_runs"]
@@ -228,8 +230,9 @@ def test_schema_index_then_a_retrieval_partition_and_its_scoreboard(demo_project
     assert result.success
     board = _materialized(result)["chinook_scoreboards"]
     assert board["case_runs"] == 93 and board["table_recall"] == meta["table_recall"]
-    assert {"execution_accuracy", "lenient_accuracy", "pass_k", "determinism"}.isdisjoint(board)
-    assert board["accuracy"] == meta["accuracy"] and board["accuracy_low"] < board["accuracy"]
+    assert {"lenient_accuracy", "pass_k", "determinism"}.isdisjoint(board)
+    assert board["accuracy"] == meta["accuracy"]
+    assert _headline(board)["case runs that passed (95% CI)"].startswith(f"{board['accuracy'] * 100:.1f}% (")
     assert "Retrieval: table recall" in board["board"] and "Routing: top-1" in board["board"]
     from nl2sql_assets.evaluation.reporting.board import EvalReport
 
@@ -238,10 +241,37 @@ def test_schema_index_then_a_retrieval_partition_and_its_scoreboard(demo_project
     assert report.mode == "retrieval" and report.settings["k_tables"] == 8
 
 
+def _headline(board: dict) -> dict[str, str]:
+    """The scoreboard's headline table: measure -> its formatted cell."""
+    return {r.data["measure"]: r.data["value"] for r in board["headline"].records}
+
+
+def history_charts(metadata: dict) -> dict[str, dict[str, str]]:
+    """The history point's charts as the UI draws them: chart title -> {config: its legend's value},
+    read from the SVG images inside the Markdown."""
+    import base64
+    import re
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://www.w3.org/2000/svg}"
+    out = {}
+    for data in re.findall(r"data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)", metadata["charts"]):
+        svg = ET.fromstring(base64.b64decode(data))
+        texts = svg.findall(f"{ns}text")
+        legend = {}
+        for text in texts:
+            value = text.find(f"{ns}tspan")
+            if value is not None:
+                legend[(text.text or "").strip()] = value.text
+        out[texts[0].text] = legend
+    return out
+
+
 def test_the_scoreboard_history_plots_each_config_over_time(demo_project: Path, instance):
-    """Each scoreboard run adds one point for the config it materialised, under ``<config>/<measure>``
-    (another config's old value is not recorded again: that drew false steps); the table beside it
-    shows every stored board. A measure that does not apply to a config's mode is absent (never 0)."""
+    """Each scoreboard run adds one point for the config it materialised (another config's old value
+    is not recorded again: that drew false steps) and draws every point so far: one chart per
+    measure with every config as a series; the table beside it shows every stored board. A measure
+    that does not apply to a config's mode is absent from its chart (never 0)."""
     defs = build_defs(demo_project / "nl2sql.yaml")
     register_configs(instance, ["plans", "retrieval"])
     assert _run(defs, "datasets_job", instance).success
@@ -249,24 +279,33 @@ def test_the_scoreboard_history_plots_each_config_over_time(demo_project: Path, 
         assert _run(defs, "case_runs_job", instance, config_pass_key(config, 1)).success
     first = _materialized(_run(defs, "scoreboards_job", instance, "plans"))["chinook_scoreboard_history"]
     assert len(first["latest"].records) == 1
-    assert first["plans/execution_accuracy"] == 1.0 and first["plans/lenient_accuracy"] == 1.0
-    assert "plans/pass_k" not in first  # one pass: no pass^k yet
+    point = first["point"]["plans"]
+    assert point["accuracy"] == 1.0 and point["lenient_accuracy"] == 1.0
+    assert "pass_k" not in point  # one pass: no pass^k yet
+    charts = history_charts(first)
+    accuracy = "accuracy (strict), with its 95% Wilson interval"
+    assert charts[accuracy] == {"plans": "100.0%"} and charts["lenient accuracy"] == {"plans": "100.0%"}
+    assert not [title for title in charts if title.startswith("pass^k")]
 
     second = _materialized(_run(defs, "scoreboards_job", instance, "retrieval"))["chinook_scoreboard_history"]
     assert len(second["latest"].records) == 2  # the table: every stored board
-    assert not [k for k in second if k.startswith("plans/")]  # the plot points: retrieval's only
-    assert 0 < second["retrieval/accuracy"] < 1
-    assert second["retrieval/accuracy_low"] < second["retrieval/accuracy"] < second["retrieval/accuracy_high"]
-    assert not [k for k in second if k.startswith("retrieval/") and ("execution" in k or "lenient" in k)]
-    assert second["retrieval/cost_per_case_usd"] == 0.0
+    assert list(second["point"]) == ["retrieval"]  # the new point: retrieval's only
+    retrieval = second["point"]["retrieval"]
+    assert 0 < retrieval["accuracy"] < 1
+    assert retrieval["accuracy_low"] < retrieval["accuracy"] < retrieval["accuracy_high"]
+    assert "lenient_accuracy" not in retrieval and retrieval["cost_per_case_usd"] == 0.0
+    charts = history_charts(second)
+    # both configs on one accuracy chart; lenient accuracy is plans' only, never a retrieval 0
+    assert charts[accuracy] == {"plans": "100.0%", "retrieval": f"{retrieval['accuracy'] * 100:.1f}%"}
+    assert charts["lenient accuracy"] == {"plans": "100.0%"}
+    assert set(charts["cost per case"]) == {"plans", "retrieval"}
     rows = {r.data["config"]: r.data for r in second["latest"].records}
     assert rows["plans"]["accuracy (95% CI)"] == "100.0% (97.3%–100.0%)"
     assert rows["retrieval"]["lenient"] == "—" and rows["retrieval"]["cost per case"] == "$0.0000"
 
-    # Two materialisations in the instance: the Plots view draws each measure over time.
+    # Two materialisations in the instance, each one config's point.
     history = instance.fetch_materializations(dg.AssetKey("chinook_scoreboard_history"), limit=10).records
-    assert len(history) == 2
-    assert [("retrieval/accuracy" in r.asset_materialization.metadata) for r in history] == [True, False]
+    assert [list(r.asset_materialization.metadata["point"].value) for r in history] == [["retrieval"], ["plans"]]
 
 
 def test_a_failed_run_stops_the_key_free_pipeline_before_the_runs_that_depend_on_it(demo_project: Path,
@@ -339,6 +378,15 @@ def test_the_key_free_pipeline_streams_the_case_records_in_two_runs(demo_project
     # the case runs' run says what it uses: mode plans, no paid model
     (case_run,) = [r for r in instance.get_runs() if r.job_name == "datasets_case_runs_job"]
     assert (case_run.tags["nl2sql/mode"], case_run.tags["nl2sql/llm"]) == ("plans", "false")
+    # each run is filed as a UI launch is: its job in the code location (the job page, the jobs list
+    # and the Overview timeline find runs by this origin), the partition tags as the UI sets them
+    for made in instance.get_runs():
+        origin = made.remote_job_origin
+        assert origin is not None, f"{made.job_name} has no job origin"
+        assert (origin.location_name, origin.repository_origin.repository_name, origin.job_name) == (
+            "nl2sql", "__repository__", made.job_name)
+        assert made.tags[".dagster/repository"] == "__repository__@nl2sql"
+    assert case_run.tags["dagster/partition"] == "plans|1"
     assert run.checks == {  # the regenerated rows' check is unpartitioned; every suite has its checks
         check: True for suite in ("chinook", "chinook_policy", "chinook_clarify")
         for check in (f"{suite}_regenerated_rows:suite_file_is_regenerated",

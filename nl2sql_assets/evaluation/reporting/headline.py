@@ -2,8 +2,8 @@
 cells to show.
 
 A measure that does not apply to the board's mode is absent, never 0: a mode that executes
-nothing (retrieval) has no execution accuracy, so its headline is the share of case runs that
-passed; lenient accuracy reads executed results; pass^k and determinism need two passes.
+nothing (retrieval) has no execution accuracy, so its headline ``accuracy`` is the share of case
+runs that passed (an executing mode's is execution accuracy); lenient accuracy reads executed results; pass^k and determinism need two passes.
 """
 
 from __future__ import annotations
@@ -34,10 +34,12 @@ def headline(board: Board, mode: str) -> list[Measure]:
     executes = get_mode(mode).executes
     acc = board.accuracy
     out: list[Measure] = []
-    main, key, label = ((acc.execution, "execution_accuracy", "execution accuracy (95% CI)") if executes
-                        else (acc.overall, "accuracy", "case runs that passed (95% CI)"))
+    # One key for every mode, so configs of different modes share a chart: what it counts is in
+    # its label (executed results, or the case runs that passed where nothing is executed).
+    main, label = ((acc.execution, "execution accuracy (95% CI)") if executes
+                   else (acc.overall, "case runs that passed (95% CI)"))
     if main.total:
-        out += _with_interval(main, key, label)
+        out += _with_interval(main, "accuracy", label)
     if executes and acc.execution_lenient.total:
         out.append(Measure("lenient_accuracy", "lenient accuracy (95% CI)", acc.execution_lenient.rate,
                            rate_cell(acc.execution_lenient)))
@@ -74,8 +76,10 @@ def _with_interval(rate: Rate, key: str, label: str) -> list[Measure]:
 
 
 def headline_metrics(board: Board, mode: str) -> dict[str, float]:
-    """The headline as numbers under stable keys (what Dagster plots)."""
-    return {m.key: m.value for m in headline(board, mode)}
+    """The headline as numbers under stable keys (what Dagster plots, one chart per key). A rate's
+    interval bounds are left out: there they would be two charts apart from their rate; the
+    interval is in the headline's cell and drawn as a band in the history's charts."""
+    return {m.key: m.value for m in headline(board, mode) if m.label}
 
 
 def headline_rows(board: Board, mode: str) -> list[tuple[str, str]]:

@@ -16,9 +16,6 @@ import dagster as dg
 
 from nl2sql_assets.defs.evals import run_tags
 from nl2sql_assets.defs.keys import (
-    DATASETS_GROUP,
-    NEIGHBOURS_GROUP,
-    SUITES_GROUP,
     benchmark_records_key,
     case_runs_key,
     eval_report_key,
@@ -41,7 +38,9 @@ def build_jobs(suite_names: list[str]) -> dict[str, Any]:
     gate_checks = dg.AssetSelection.checks(*[
         dg.AssetCheckKey(scoreboards_key(s), "regression_gate_all_configs") for s in suite_names
     ])
-    datasets = dg.AssetSelection.groups(DATASETS_GROUP, SUITES_GROUP, NEIGHBOURS_GROUP)
+    # everything the case runs stand on: the demo databases, each datasource's snapshot, index and
+    # neighbours, each suite and its rows (on neighbours too)
+    datasets = case_runs.upstream(include_self=False)
     return {
         "datasets_job": dg.define_asset_job(
             "datasets_job", selection=datasets,

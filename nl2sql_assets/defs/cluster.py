@@ -33,7 +33,7 @@ from nl2sql_assets.defs.evals import (
     partition_request,
     refuse_incomplete,
 )
-from nl2sql_assets.defs.keys import RUNS_GROUP, case_runs_key, regenerated_rows_key
+from nl2sql_assets.defs.keys import case_runs_key, regenerated_rows_key, suite_group
 from nl2sql_assets.defs.partitions import CONFIG_X_PASS
 from nl2sql_assets.defs.resources import ProjectResource
 
@@ -255,7 +255,7 @@ def build_sharded_case_runs(suite_name: str, suite_path: Path, index_keys: Seque
         ins={n: dg.AssetIn(key=k, dagster_type=dg.Nothing) for n, k in zip(names, deps, strict=True)},
         partitions_def=CONFIG_X_PASS,
         backfill_policy=dg.BackfillPolicy.multi_run(1),
-        group_name=RUNS_GROUP,
+        group_name=suite_group(suite_name),
         kinds={"duckdb", "celery"},
         description=f"Every approved case of {suite_name} asked once per role, for one config and pass, "
                     "in shards spread over the Celery workers; the merged case records go to the warehouse.",

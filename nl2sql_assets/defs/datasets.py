@@ -11,9 +11,10 @@ from nl2sql_assets.config import ProjectConfig
 from nl2sql_assets.defs.keys import (
     DATASETS_GROUP,
     DEMO_DATASETS,
-    SUITES_GROUP,
+    datasource_group,
     regenerated_rows_key,
     schema_snapshot_key,
+    suite_group,
     suite_key,
 )
 from nl2sql_assets.defs.resources import ProjectResource
@@ -51,7 +52,7 @@ def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
 
     @dg.multi_asset(
         specs=[
-            dg.AssetSpec(schema_snapshot_key(ds.id), deps=[demo_datasets], group_name=DATASETS_GROUP,
+            dg.AssetSpec(schema_snapshot_key(ds.id), deps=[demo_datasets], group_name=datasource_group(ds.id),
                          kinds={"json"}, description=f"Tables, columns, types and keys of datasource {ds.id}.")
             for ds in config.datasources
         ],
@@ -93,10 +94,10 @@ def build_schema_snapshots(config: ProjectConfig) -> dg.AssetsDefinition:
 
 
 def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
-    """``<name>_suite``, ``<name>_regenerated_rows`` and the drift check between them."""
+    """``<name>/suite``, ``<name>/regenerated_rows`` and the drift check between them."""
     rows_key = regenerated_rows_key(name)
 
-    @dg.asset(key=suite_key(name), group_name=SUITES_GROUP, kinds={"yaml"},
+    @dg.asset(key=suite_key(name), group_name=suite_group(name), kinds={"yaml"},
               description=f"The validated suite {path.name}: reviewed cases and what each role should get.")
     def suite_asset() -> dg.MaterializeResult:
         from nl2sql_assets.evaluation.suites import load_suite, suite_digest
@@ -118,7 +119,7 @@ def build_suite_assets(name: str, path: Path, config: ProjectConfig) -> list:
             }
         )
 
-    @dg.asset(key=rows_key, deps=[suite_key(name), *schema_snapshot_keys(config)], group_name=SUITES_GROUP,
+    @dg.asset(key=rows_key, deps=[suite_key(name), *schema_snapshot_keys(config)], group_name=suite_group(name),
               kinds={"yaml"},
               description=f"{path.name} with rows regenerated from its SQL, written to the warehouse (the "
                           "suite file itself is changed only by `nl2sql-assets eval regenerate`).")

@@ -11,15 +11,13 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from nl2sql_assets.defs.keys import (
-    BOARDS_GROUP,
-    RECORDS_GROUP,
-    RUNS_GROUP,
     benchmark_records_key,
     case_runs_key,
     eval_report_key,
     regenerated_rows_key,
     scoreboard_history_key,
     scoreboards_key,
+    suite_group,
 )
 from nl2sql_assets.defs.partitions import CONFIG_X_PASS, CONFIGS
 from nl2sql_assets.defs.redaction import redact, safe_metadata
@@ -65,7 +63,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         partitions_def=CONFIG_X_PASS,
         backfill_policy=dg.BackfillPolicy.multi_run(1),
         pool="llm",
-        group_name=RUNS_GROUP,
+        group_name=suite_group(suite_name),
         kinds={"duckdb"},
         description=f"Every approved case of {suite_name} asked once per role, for one config and pass; "
                     "the case records go to the warehouse.",
@@ -96,7 +94,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         key=scoreboard_key,
         deps=[runs_key],
         partitions_def=CONFIGS,
-        group_name=BOARDS_GROUP,
+        group_name=suite_group(suite_name),
         kinds={"json"},
         description=f"One config's board of {suite_name} over all its passes: accuracies with 95% Wilson intervals, pass^k, "
                     "determinism, cost and latency. Plots by partition compare the configs; "
@@ -146,7 +144,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
     scoreboard_history = dg.AssetSpec(
         history_key,
         deps=[scoreboard_key],
-        group_name=BOARDS_GROUP,
+        group_name=suite_group(suite_name),
         kinds={"json"},
         description=f"A point for each scoreboard of {suite_name} materialised (however it was launched): "
                     "metadata `charts` draws each measure over time, one chart per measure with every config "
@@ -158,7 +156,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
     @dg.asset(
         key=report_key,
         deps=[scoreboard_key],
-        group_name=BOARDS_GROUP,
+        group_name=suite_group(suite_name),
         kinds={"json"},
         description=f"Every config's board of {suite_name} side by side, with the cases on which they differ.",
     )
@@ -181,7 +179,7 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
         key=records_key,
         deps=[scoreboard_key],
         partitions_def=CONFIGS,
-        group_name=RECORDS_GROUP,
+        group_name=suite_group(suite_name),
         kinds={"json"},
         description=f"Writes a benchmark record of {suite_name} under benchmarks/ and rebuilds the results "
                     "page, only when "

@@ -11,6 +11,7 @@ from nl2sql_assets.defs.automation import build_automation, build_jobs
 from nl2sql_assets.defs.cluster import build_sharded_case_runs, step_executor
 from nl2sql_assets.defs.datasets import build_schema_snapshots, build_suite_assets, demo_datasets
 from nl2sql_assets.defs.evals import build_eval_assets, build_gate_all_check
+from nl2sql_assets.defs.keys import check_groups
 from nl2sql_assets.defs.neighbours import build_neighbour_assets
 from nl2sql_assets.defs.resources import ProjectResource
 from nl2sql_assets.defs.schema_index import build_schema_index, schema_index_keys
@@ -32,6 +33,7 @@ def _build_defs(config_path: Path) -> dg.Definitions:
     config = load_project_config(config_path)
     cluster = cluster_profile()  # None: the embedded default (SQLite, in-process)
     suites = [(Path(p).stem, Path(p)) for p in config.evals_config.suites]
+    check_groups([name for name, _ in suites], [ds.id for ds in config.datasources])
     assets: list = [demo_datasets, build_schema_snapshots(config), build_schema_index(config)]
     neighbour_assets, neighbour_deps = build_neighbour_assets(config, suites)
     assets += neighbour_assets

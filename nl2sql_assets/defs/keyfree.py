@@ -61,7 +61,7 @@ def run_keyfree(config_path: Path, instance: dg.DagsterInstance, *, configs: tup
     launcher = LaunchedRuns(defs, instance, config_path.parent)
 
     def execute(job: str, partition: str | dg.MultiPartitionKey | None = None,
-                tags: dict[str, str] | None = None) -> dg.JobExecutionResult:
+                tags: dict[str, str] | None = None) -> dg.ExecuteInProcessResult:
         result = launcher.execute(job, partition_key=partition, tags=tags,
                                   run_config={"loggers": {"console": {"config": {"log_level": log_level}}}})
         name = f"{job}[{partition}]" if partition else job

@@ -3,9 +3,9 @@
 ``execute_in_process`` records a run with no job origin, so the UI's job pages, jobs list and
 Overview timeline (which file runs by that origin) never show it. Here the run is created with
 the origin the workspace gives the job (``workspace.yaml`` beside the project config, else the
-module this package loads from), then executed in this process on the in-process executor, as
-``execute_in_process`` does. It uses Dagster's own run-creation and execution calls; only the
-origin differs.
+module this package loads from), then executed in this process by the same steps
+``execute_in_process`` takes (Dagster's own calls: the in-process executor, one execution plan);
+only the run's creation differs, by the origin.
 """
 
 import sys
@@ -14,7 +14,15 @@ from typing import Any
 
 import dagster as dg
 from dagster._core.definitions.job_base import InMemoryJob
-from dagster._core.execution.api import create_execution_plan, execute_run
+from dagster._core.execution.api import (
+    ExecuteRunWithPlanIterable,
+    create_execution_plan,
+    job_execution_iterator,
+)
+from dagster._core.execution.context_creation_job import (
+    PlanOrchestrationContextManager,
+    orchestration_context_event_generator,
+)
 from dagster._core.execution.execute_in_process import merge_run_tags
 from dagster._core.remote_origin import (
     CodeLocationOrigin,
@@ -58,7 +66,9 @@ class LaunchedRuns:
         self.label = {REPOSITORY_LABEL_TAG: f"{repository}@{self.repository.code_location_origin.location_name}"}
 
     def execute(self, job: str, *, partition_key: str | None = None, tags: dict[str, str] | None = None,
-                run_config: dict[str, Any] | None = None) -> dg.JobExecutionResult:
+                run_config: dict[str, Any] | None = None) -> dg.ExecuteInProcessResult:
+        """``execute_in_process``'s own steps (the in-process executor, one plan, outputs kept),
+        the run created with its job's origin."""
         job_def = self.defs.resolve_job_def(job)
         ephemeral = job_def.as_ephemeral_job(resource_defs={}, input_values={})
         run_config = dict(run_config or {})
@@ -75,4 +85,13 @@ class LaunchedRuns:
             job_def=ephemeral, execution_plan=plan, run_config=run_config,
             tags={**ephemeral.run_tags, **run_tags},
             remote_job_origin=RemoteJobOrigin(self.repository, job))
-        return execute_run(in_memory, run, self.instance)
+        output_capture: dict[Any, Any] = {}
+        events = list(ExecuteRunWithPlanIterable(
+            execution_plan=plan,
+            iterator=job_execution_iterator,
+            execution_context_manager=PlanOrchestrationContextManager(
+                context_event_generator=orchestration_context_event_generator, job=in_memory,
+                execution_plan=plan, dagster_run=run, instance=self.instance, run_config=run_config,
+                executor_defs=None, output_capture=output_capture, raise_on_error=False)))
+        return dg.ExecuteInProcessResult(job_def=ephemeral, event_list=events, output_capture=output_capture,
+                                         dagster_run=self.instance.get_run_by_id(run.run_id))

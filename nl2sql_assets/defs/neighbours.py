@@ -1,6 +1,6 @@
 """Assets for neighbour databases (evals.yaml ``neighbours:``): each datasource's kept set
-(``<datasource>_neighbours``) and each suite's gold on it with its gold audit
-(``<suite>_neighbour_rows``), upstream of the suite's case runs. Both are read back while the
+(``<datasource>/neighbours``) and each suite's gold on it with its gold audit
+(``<suite>/neighbour_rows``), upstream of the suite's case runs. Both are read back while the
 database, the gold and the settings are unchanged (``neighbours.store`` keys the set by them)."""
 
 
@@ -12,11 +12,12 @@ import dagster as dg
 from nl2sql_assets.config import ProjectConfig
 from nl2sql_assets.defs.datasets import reuse_metadata
 from nl2sql_assets.defs.keys import (
-    NEIGHBOURS_GROUP,
+    datasource_group,
     neighbour_rows_key,
     neighbours_key,
     regenerated_rows_key,
     schema_snapshot_key,
+    suite_group,
     suite_key,
 )
 from nl2sql_assets.defs.redaction import safe_metadata
@@ -65,7 +66,7 @@ def build_neighbour_assets(config: ProjectConfig, suites: list[tuple[str, Path]]
 
 def _datasource_neighbours(datasource: str, suites: list[str]) -> dg.AssetsDefinition:
     @dg.asset(key=neighbours_key(datasource), deps=[schema_snapshot_key(datasource), *map(suite_key, suites)],
-              group_name=NEIGHBOURS_GROUP, kinds={"sqlite", "duckdb"},
+              group_name=datasource_group(datasource), kinds={"sqlite", "duckdb"},
               description=f"The kept neighbour databases of {datasource}: small databases of its schema, chosen "
                           f"because they tell near-miss SQL apart from the gold of {', '.join(suites)} where "
                           f"{datasource} itself cannot.")
@@ -116,7 +117,7 @@ def set_metadata(kept: Any) -> dict[str, Any]:
 
 def _suite_neighbour_rows(name: str, path: Path, datasources: list[str]) -> dg.AssetsDefinition:
     @dg.asset(key=neighbour_rows_key(name), deps=[regenerated_rows_key(name), *map(neighbours_key, datasources)],
-              group_name=NEIGHBOURS_GROUP, kinds={"json"},
+              group_name=suite_group(name), kinds={"json"},
               description=f"The gold of {name} on each kept neighbour (computed while distilling, read from the "
                           "set), and its gold audit: ties under ORDER BY ... LIMIT, empty or slow gold, gold that "
                           "is the same everywhere, alternatives that disagree with it on a neighbour.")

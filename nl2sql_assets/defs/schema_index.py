@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from nl2sql_assets.config import ProjectConfig
-from nl2sql_assets.defs.keys import DATASETS_GROUP, schema_index_key, schema_snapshot_key
+from nl2sql_assets.defs.keys import datasource_group, schema_index_key, schema_snapshot_key
 from nl2sql_assets.defs.resources import ProjectResource
 
 
@@ -23,7 +23,7 @@ def build_schema_index(config: ProjectConfig) -> dg.AssetsDefinition:
 
     @dg.multi_asset(
         specs=[
-            dg.AssetSpec(schema_index_key(ds.id), deps=[schema_snapshot_key(ds.id)], group_name=DATASETS_GROUP,
+            dg.AssetSpec(schema_index_key(ds.id), deps=[schema_snapshot_key(ds.id)], group_name=datasource_group(ds.id),
                          kinds={"onnx", "json"},
                          description=f"Tables, columns, relationships, description and sample questions of "
                                      f"datasource {ds.id}, embedded with the local ONNX MiniLM.")

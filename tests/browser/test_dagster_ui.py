@@ -166,13 +166,13 @@ def materialize_one_partition(page: Page, asset: str, keys: list[str], seen: set
     8-character run id prefix from the 'Launched run' toast (one not in ``seen``)."""
     page.open(f"/assets/{asset}")
     page.click("//button[normalize-space(.)='Materialize…']")
-    page.wait(lambda d: f"Launch runs to materialize {asset}" in page.body_text(),
+    page.wait(lambda d: f"Launch runs to materialize {asset.replace('/', ' / ')}" in page.body_text(),
               message=f"the launch dialog of {asset}")
     for index, key in enumerate(keys):
         pick_partition(page, index, key)
     launch = "//*[@role='dialog']//button[normalize-space(.)='Launch 1 run']"
     page.wait(lambda d: page.visible(launch), message="'Launch 1 run' (exactly one partition selected)")
-    page.screenshot(f"launch_dialog_{asset}.png")
+    page.screenshot(f"launch_dialog_{asset.replace('/', '_')}.png")
     page.click(launch)
     new = page.wait(lambda d: set(re.findall(r"Launched run ([0-9a-f]{8})", page.body_text())) - seen,
                     message="the 'Launched run' toast")
@@ -207,9 +207,11 @@ def metadata_value(page: Page, key: str) -> str:
 
 
 def node_titles(page: Page) -> list[str]:
-    """The titles of the asset nodes drawn in full on a group's lineage (its own assets)."""
-    titles = "//div[contains(@class, 'AssetNode_assetName')]//div[@data-tooltip]"
-    return [e.get_attribute("data-tooltip") for e in page.visible(titles)]
+    """The titles of the asset nodes drawn on a group's lineage (its own assets), as drawn (a title
+    cut in the middle reads with an ellipsis)."""
+    full = "//div[contains(@class, 'AssetNode_assetName')]//div[@data-tooltip]"
+    minimal = "//div[contains(@class, 'AssetNode_minimalName')]"  # a wide group opens zoomed out
+    return [e.text.strip() for e in page.visible(full) or page.visible(minimal)]
 
 
 def wait_for_runs(ui: DagsterUI, where: Callable[[dict], bool], timeout: float, what: str) -> dict:
@@ -247,43 +249,48 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
     dagster_ui: DagsterUI, chrome: Any, screenshot_dirs: list[Path]
 ) -> None:
     from nl2sql_assets.defs.factory import build_defs
-    from nl2sql_assets.defs.keys import GROUPS
+    from nl2sql_assets.defs.keys import TITLE_MAX
 
     page = Page(chrome, dagster_ui.base_url, screenshot_dirs)
     timings = {"dagster_dev_to_ui_s": dagster_ui.startup_s}
     launched: set[str] = set()
     graph = build_defs(dagster_ui.project / "nl2sql.yaml").resolve_asset_graph()
     expected = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
+    groups = sorted(set(expected.values()))
     try:
         # 0. No first-visit community dialog over the lineage: the project's instance settings
         # (scripts/dagster.yaml, nux: enabled: false) turn it off, in a browser that never saw Dagster.
         assert dagster_ui.graphql("query { shouldShowNux }")["shouldShowNux"] is False
 
-        # 1. The lineage: every group (a stage) drawn open, and each node titled by what it is.
-        page.open("/asset-groups?expanded=" + ",".join(f"global@global:{g}" for g in GROUPS))
+        # 1. The lineage: a group per suite and per datasource, every group drawn open, and each
+        # node titled by its stage, whole (the lineage cuts a title longer than 18 characters).
+        page.open("/asset-groups?expanded=" + ",".join(f"global@global:{g}" for g in groups))
         minimal = "//div[contains(@class, 'AssetNode_minimalName')]"
         page.wait(lambda d: page.visible(minimal), message="the global lineage drawn")
         zoom_out_until(page, lambda: len(page.visible(minimal)) == len(expected),
                        f"{len(expected)} nodes in the global lineage")
-        for group in GROUPS:
+        drawn = sorted(e.text.strip() for e in page.visible(minimal))
+        assert drawn == sorted(k.split("/")[-1] for k in expected), drawn  # no title cut (no "…")
+        for group in groups:
             assert page.visible(f"//*[normalize-space(text())='{group}']"), f"group {group} not shown"
         assert not page.visible("//*[@role='dialog']"), "a dialog covers the lineage"
         page.screenshot("lineage_global.png")
-        seen: list[str] = []
         # A group page opens at a zoom that draws every node in full, and only those in view: a
-        # window tall enough for the tallest group (three suites' chains) shows them all.
+        # window tall enough for the tallest group (a suite's chain) shows them all.
         chrome.set_window_size(1600, 1600)
-        for group in GROUPS:
+        for group in groups:
             page.open(f"/locations/nl2sql/asset-groups/{group}")
-            mine = sorted(k for k, g in expected.items() if g == group)
+            mine = sorted(k.split("/")[-1] for k, g in expected.items() if g == group)
             page.wait(lambda d, m=mine: sorted(node_titles(page)) == m,
                       message=f"the {group} group's nodes titled {mine}")
-            seen += node_titles(page)
+            titles = node_titles(page)
+            assert len(titles) == len(set(titles))  # no two nodes of a group share a title
+            assert all(len(t) <= TITLE_MAX and "…" not in t for t in titles), titles
             page.screenshot(f"lineage_{group}.png")
-        assert len(seen) == len(set(seen)) == len(expected)  # no two nodes share a title
         chrome.set_window_size(1600, 1000)
-        assert {"chinook_case_runs", "chinook_scoreboards", "chinook_schema_snapshot",
-                "chinook_schema_index", "chinook_suite"} <= set(seen)
+        assert {"chinook", "chinook_db", "datasets"} <= set(groups)
+        assert sorted(k for k, g in expected.items() if g == "chinook_db") == [
+            "chinook/neighbours", "chinook/schema_index", "chinook/schema_snapshot"]
 
         # 1b. The pipeline's runs (scripts/main's, made before the UI started) are filed under their
         # jobs, as a run launched from the UI is: on the job's page and in the jobs list.
@@ -305,18 +312,18 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
 
         # 2. Launch case runs (plans, pass 1), then the plans scoreboard, from the UI.
         clicked = time.monotonic()
-        run = wait_for_run(dagster_ui, materialize_one_partition(page, "chinook_case_runs", ["plans", "1"], launched))
+        run = wait_for_run(dagster_ui, materialize_one_partition(page, "chinook/case_runs", ["plans", "1"], launched))
         assert {t["key"]: t["value"] for t in run["tags"]}["dagster/partition"] == "plans|1"
         timings["case_runs_click_to_success_s"] = time.monotonic() - clicked
         scoreboard_clicked = time.monotonic()
-        run = wait_for_run(dagster_ui, materialize_one_partition(page, "chinook_scoreboards", ["plans"], launched))
+        run = wait_for_run(dagster_ui, materialize_one_partition(page, "chinook/scoreboards", ["plans"], launched))
         assert {t["key"]: t["value"] for t in run["tags"]}["dagster/partition"] == "plans"
         finished = time.monotonic()
         timings["scoreboard_click_to_success_s"] = finished - scoreboard_clicked
         timings["materialize_click_to_finished_scoreboard_s"] = finished - clicked
 
         # 3. The scoreboard page: every case passed, and the headline is formatted.
-        page.open("/assets/chinook_scoreboards?partition=plans")
+        page.open("/assets/chinook/scoreboards?partition=plans")
         assert float(metadata_value(page, "accuracy")) == 1.0
         assert metadata_value(page, "passes") == "1"
         page.wait(lambda d: "100.0% (97.3%–100.0%)" in page.body_text() and "$0.0000" in page.body_text(),
@@ -329,14 +336,14 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
 
         # 4. A second pass and a second scoreboard. The scoreboard's Plots, by partition: one chart
         # per measure with the configs side by side (accuracy: plans and retrieval on one chart).
-        wait_for_run(dagster_ui, materialize_one_partition(page, "chinook_case_runs", ["plans", "2"], launched))
-        wait_for_run(dagster_ui, materialize_one_partition(page, "chinook_scoreboards", ["plans"], launched))
-        by_config = dagster_ui.graphql(SCOREBOARD_BY_CONFIG, {"path": ["chinook_scoreboards"],
+        wait_for_run(dagster_ui, materialize_one_partition(page, "chinook/case_runs", ["plans", "2"], launched))
+        wait_for_run(dagster_ui, materialize_one_partition(page, "chinook/scoreboards", ["plans"], launched))
+        by_config = dagster_ui.graphql(SCOREBOARD_BY_CONFIG, {"path": ["chinook", "scoreboards"],
                                                               "partitions": ["plans", "retrieval"]})
         accuracy = {m["partition"]: next(e["floatValue"] for e in m["metadataEntries"] if e["label"] == "accuracy")
                     for m in by_config["assetOrError"]["assetMaterializations"]}
         assert set(accuracy) == {"plans", "retrieval"} and accuracy["plans"] == 1.0
-        page.open("/assets/chinook_scoreboards")
+        page.open("/assets/chinook/scoreboards")
         page.click("//button[normalize-space(.)='Plots']")
         for label in ("accuracy", "cost_per_case_usd", "latency_p95_s"):
             page.wait(lambda d, x=label: page.visible(f"//*[normalize-space(text())='{x}']"),
@@ -348,10 +355,10 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
 
         # The history: a point per scoreboard run (the pipeline's retrieval board, then two plans
         # boards), each drawing every point so far: one chart per measure, every config a series.
-        events = dagster_ui.graphql(ASSET_MATERIALIZATIONS, {"path": ["chinook_scoreboard_history"]})
+        events = dagster_ui.graphql(ASSET_MATERIALIZATIONS, {"path": ["chinook", "scoreboard_history"]})
         points = [{e["label"] for e in m["metadataEntries"]} for m in events["assetOrError"]["assetMaterializations"]]
         assert len(points) == 3 and all({"config", "charts", "latest", "point"} <= p for p in points)
-        page.open("/assets/chinook_scoreboard_history")
+        page.open("/assets/chinook/scoreboard_history")
         page.click("//tr[td[normalize-space(.)='charts']]//*[normalize-space(text())='[Show Markdown]']")
         images = "//*[@role='dialog']//img"
         page.wait(lambda d: len(page.visible(images)) >= 4 and all(
@@ -373,7 +380,7 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
         gate = wait_for_runs(dagster_ui, lambda r: r["jobName"] == "regression_gate_job", 120,
                              "regression_gate_job from new_baseline_sensor")
         assert gate["status"] == "SUCCESS"  # the check failed, the run did its job
-        page.open("/assets/chinook_scoreboards?view=checks&checkDetail=regression_gate_all_configs")
+        page.open("/assets/chinook/scoreboards?view=checks&checkDetail=regression_gate_all_configs")
         page.wait(lambda d: "regressed" in page.body_text() and lost[0] in page.body_text(),
                   message=f"the failed gate listing lost case {lost[0]}")
         text = page.body_text()

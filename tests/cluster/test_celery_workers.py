@@ -115,7 +115,7 @@ def cluster_instance(cluster: Cluster) -> dg.DagsterInstance:
 def _materializations(result) -> dict[str, Any]:
     """Each suite's case_runs materialisation of a run, by suite name."""
     mats = [e.step_materialization_data.materialization for e in result.get_asset_materialization_events()]
-    return {m.asset_key.path[-1].removesuffix("_case_runs"): m for m in mats}
+    return {m.asset_key.path[0]: m for m in mats if m.asset_key.path[-1] == "case_runs"}
 
 
 def test_backfill_spreads_shards_over_both_workers_and_matches_the_in_process_run(
@@ -165,7 +165,7 @@ def test_a_worker_killed_mid_shard_is_replaced_and_nothing_is_lost_or_doubled(
         outcome["result"] = _launch(cluster_instance, "plans", 2, tags={"dagster/backfill": "killed-worker"})
 
     log = cluster.logs / "w1.log"
-    marker = 'STEP_START - Started execution of step "chinook_case_runs.chinook_run_shard'
+    marker = 'STEP_START - Started execution of step "chinook__case_runs.chinook_run_shard'
     before = log.read_text(errors="replace").count(marker)
     thread = threading.Thread(target=run, daemon=True)  # a stuck run must not keep pytest alive
     thread.start()

@@ -225,7 +225,7 @@ def test_a_run_that_failed_before_launching_its_shards_finishes_on_re_execution_
     assert not failed.success
     _wait_until_workers_quiet(fault_cluster, quiet_s=3, timeout_s=90)  # a split still on a worker ends
     fault_instance.event_log_storage.free_concurrency_slots_for_run(failed.run_id)
-    assert _started(fault_instance, failed.run_id) == {f"{s}_case_runs.{s}_split_cases" for s in SUITES[config]}
+    assert _started(fault_instance, failed.run_id) == {f"{s}__case_runs.{s}_split_cases" for s in SUITES[config]}
     plans = PgShardPlans(os.environ["NL2SQL_PG_DSN"], schema=os.environ["NL2SQL_PG_SCHEMA"])
     planned = {s: plans.require(s, config, p) for s in SUITES[config]}
     assert all(plan.planned_by == failed.run_id for plan in planned.values())
@@ -244,12 +244,12 @@ def test_a_run_that_failed_before_launching_its_shards_finishes_on_re_execution_
     assert len(why) == 1 and "suite routing (" in why[0] and "changed since the split step planned partition " \
         f"{config}|{p}" in why[0], why
     # Dagster ran no shard step: each merge ran its suite's planned shards itself.
-    assert _started(fault_instance, edited.run_id) == {f"{s}_case_runs.{s}_merge_shards" for s in SUITES[config]}
+    assert _started(fault_instance, edited.run_id) == {f"{s}__case_runs.{s}_merge_shards" for s in SUITES[config]}
     assert _recovered(fault_instance, edited.run_id) == {"chinook": list(range(len(planned["chinook"].shards)))}
 
     finished = _launch(fault_instance, config, p, tags={"dagster/backfill": backfill}, reexecute=edited.run_id)
     assert finished.success, f"the re-execution from failure failed; worker logs under {fault_cluster.logs}"
-    assert _started(fault_instance, finished.run_id) == {"routing_case_runs.routing_merge_shards"}
+    assert _started(fault_instance, finished.run_id) == {"routing__case_runs.routing_merge_shards"}
     assert _recovered(fault_instance, finished.run_id) == {"routing": list(range(len(planned["routing"].shards)))}
     for suite in SUITES[config]:
         records = _records(fault_cluster.project, config, p, suite)

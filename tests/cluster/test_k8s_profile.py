@@ -22,7 +22,7 @@ import json, sys
 import nl2sql_assets.definitions as d
 defs = d.defs()
 jobs = defs.resolve_all_job_defs()
-case_runs = next(a for a in defs.resolve_all_asset_specs() if a.key.path[-1] == "chinook_case_runs")
+case_runs = next(a for a in defs.resolve_all_asset_specs() if a.key.path == ["chinook", "case_runs"])
 graph = defs.resolve_assets_def(case_runs.key).node_def
 print(json.dumps({
     "executors": sorted({(j.executor_def.name, j.executor_def.executor_creation_fn.__module__) for j in jobs}),

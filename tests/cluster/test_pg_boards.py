@@ -89,7 +89,7 @@ def test_cluster_boards_read_postgres_and_equal_the_one_machine_boards(
     # in Postgres (there is no baseline in this project, so the gate only warns: it ran on it).
     shutil.rmtree(cluster / "warehouse" / "reports")
     gate = _boards(defs, tmp_path / "h3", job="regression_gate_job", partition=None)
-    (evaluation,) = [e for e in gate.get_asset_check_evaluations() if e.asset_key == dg.AssetKey("chinook_scoreboards")]
+    (evaluation,) = [e for e in gate.get_asset_check_evaluations() if e.asset_key == dg.AssetKey(["chinook", "scoreboards"])]
     assert "plans: no scoreboard yet" not in (evaluation.description or "")
     assert "plans:" in (evaluation.description or "")
     assert _comparable_board(board) == _comparable_board(one_machine)
@@ -120,7 +120,7 @@ def test_benchmark_records_pulls_the_board_from_postgres_on_a_machine_without_it
         register_configs(instance, ["plans"])
         result = defs.resolve_job_def("benchmark_records_job").execute_in_process(
             instance=instance, partition_key="plans", asset_selection=[benchmark_records_key("chinook")],
-            run_config={"ops": {"chinook_benchmark_records": {"config": {"record": True, "note": "from postgres"}}}},
+            run_config={"ops": {"chinook__benchmark_records": {"config": {"record": True, "note": "from postgres"}}}},
             raise_on_error=False)
     assert result.success, [e.message for e in result.all_events if e.is_failure]
     assert _comparable_board(board) == built  # pulled back from Postgres

@@ -131,8 +131,8 @@ def test_definitions_validate_and_default_statuses(demo_project: Path):
     assert defs.resolve_sensor_def("new_baseline_sensor").default_status == dg.DefaultSensorStatus.RUNNING
     assert defs.resolve_schedule_def("nightly_keyfree").default_status == dg.DefaultScheduleStatus.STOPPED
     keys = {"/".join(k.path) for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert {"chinook_case_runs", "chinook_scoreboards", "chinook_eval_report", "chinook_benchmark_records",
-            "chinook_suite", "chinook_regenerated_rows", "demo_datasets", "chinook_schema_snapshot"} <= keys
+    assert {"chinook/case_runs", "chinook/scoreboards", "chinook/eval_report", "chinook/benchmark_records",
+            "chinook/suite", "chinook/regenerated_rows", "demo_datasets", "chinook/schema_snapshot"} <= keys
 
 
 def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path, demo_project: Path, monkeypatch):
@@ -150,7 +150,7 @@ def test_dagster_yaml_caps_llm_work_with_a_pool_and_the_run_queue(tmp_path: Path
     assert cfg.run_queue_config.tag_concurrency_limits == [{"key": "nl2sql/llm", "value": "true", "limit": 2}]
 
     defs = build_defs(demo_project / "nl2sql.yaml")
-    case_runs = defs.resolve_assets_def(dg.AssetKey("chinook_case_runs"))
+    case_runs = defs.resolve_assets_def(dg.AssetKey(["chinook", "case_runs"]))
     assert case_runs.op.pool == "llm"
     # no static tag on the job: each run the project launches says what it uses (run_tags)
     assert "nl2sql/llm" not in defs.resolve_job_def("case_runs_job").tags

@@ -41,7 +41,7 @@ def test_an_engine_is_a_config_partition(demo_project: Path, instance: dg.Dagste
         runs = defs.resolve_job_def("case_runs_job").execute_in_process(
             instance=instance, partition_key=config_pass_key("vendor", 1), raise_on_error=False)
         assert runs.success
-        case_runs = _materialized(runs)["chinook_case_runs"]
+        case_runs = _materialized(runs)["chinook/case_runs"]
         boards = defs.resolve_job_def("scoreboards_job").execute_in_process(
             instance=instance, partition_key="vendor", raise_on_error=False)
         assert boards.success

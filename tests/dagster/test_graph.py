@@ -20,7 +20,7 @@ def _run(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partition
 
 def _checks_of(result, asset: str) -> list:
     """The check evaluations of one asset (each suite has its own checks)."""
-    return [e for e in result.get_asset_check_evaluations() if e.asset_key == dg.AssetKey(asset)]
+    return [e for e in result.get_asset_check_evaluations() if e.asset_key == dg.AssetKey.from_user_string(asset)]
 
 
 def _materialized(result) -> dict[str, dict]:
@@ -33,10 +33,10 @@ def test_datasets_job_materialises_snapshots_suites_and_regenerated_rows(demo_pr
     result = _run(defs, "datasets_job", instance)
     assert result.success
     mats = _materialized(result)
-    assert {"demo_datasets", "chinook_schema_snapshot", "support_schema_snapshot",
-            "webanalytics_schema_snapshot", "chinook_suite", "chinook_regenerated_rows",
-            "chinook_policy_suite", "chinook_policy_regenerated_rows",
-            "chinook_clarify_suite", "chinook_clarify_regenerated_rows"} <= set(mats)
+    assert {"demo_datasets", "chinook/schema_snapshot", "support/schema_snapshot",
+            "webanalytics/schema_snapshot", "chinook/suite", "chinook/regenerated_rows",
+            "chinook_policy/suite", "chinook_policy/regenerated_rows",
+            "chinook_clarify/suite", "chinook_clarify/regenerated_rows"} <= set(mats)
 
     from nl2sql_assets.datasources.registry import DatasourceRegistry
     from nl2sql_assets.evaluation.suites import suite_digest
@@ -44,18 +44,18 @@ def test_datasets_job_materialises_snapshots_suites_and_regenerated_rows(demo_pr
 
     project = Project.load(demo_project / "nl2sql.yaml")
     with DatasourceRegistry(project.config) as registry:
-        assert mats["chinook_schema_snapshot"]["fingerprint"] == registry.snapshot("chinook").fingerprint()
-        assert mats["chinook_schema_snapshot"]["tables"] == 11
-    assert mats["chinook_suite"]["digest"] == suite_digest(demo_project / "suites" / "chinook.yaml")
+        assert mats["chinook/schema_snapshot"]["fingerprint"] == registry.snapshot("chinook").fingerprint()
+        assert mats["chinook/schema_snapshot"]["tables"] == 11
+    assert mats["chinook/suite"]["digest"] == suite_digest(demo_project / "suites" / "chinook.yaml")
     # Spec 000's 47 gold questions; the policy probes and the questions to ask back about are
     # suites of their own, each with its own assets.
-    assert mats["chinook_suite"]["approved"] == 47
-    assert mats["chinook_policy_suite"]["approved"] == 29
-    assert mats["chinook_clarify_suite"]["approved"] == 3
-    assert mats["chinook_regenerated_rows"]["failed"] == 0
-    assert mats["chinook_regenerated_rows"]["matches_suite_file"] is True
+    assert mats["chinook/suite"]["approved"] == 47
+    assert mats["chinook_policy/suite"]["approved"] == 29
+    assert mats["chinook_clarify/suite"]["approved"] == 3
+    assert mats["chinook/regenerated_rows"]["failed"] == 0
+    assert mats["chinook/regenerated_rows"]["matches_suite_file"] is True
     checks = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {(f"{suite}_regenerated_rows", "suite_file_is_regenerated"): True
+    assert checks == {(f"{suite}/regenerated_rows", "suite_file_is_regenerated"): True
                       for suite in ("chinook", "chinook_policy", "chinook_clarify")}
 
 
@@ -67,7 +67,7 @@ def test_drift_check_fails_when_a_committed_row_is_stale(demo_project: Path, ins
     suite.write_text(text.replace("customer_count: 13}", "customer_count: 12}", 1), encoding="utf-8")
     defs = build_defs(demo_project / "nl2sql.yaml")
     result = _run(defs, "datasets_job", instance)
-    (evaluation,) = _checks_of(result, "chinook_regenerated_rows")
+    (evaluation,) = _checks_of(result, "chinook/regenerated_rows")
     assert evaluation.passed is False
     assert evaluation.metadata["stale_cases"].value == ["chinook_001"]
 
@@ -80,20 +80,20 @@ def test_plans_two_passes_give_a_scoreboard_with_pass_k_and_determinism(demo_pro
         result = _run(defs, "case_runs_job", instance, config_pass_key("plans", p))
         assert result.success
         mats = _materialized(result)
-        meta = mats["chinook_case_runs"]
+        meta = mats["chinook/case_runs"]
         assert (meta["failed"], meta["errors"]) == (0, 0)
         assert meta["passed"] == 141  # 47 cases x 3 roles
         # Each suite its own partition: 37 role runs of 29 policy probes; 3 questions to ask back
         # about, for 3 roles (evals.yaml's clarify: true asks them).
-        assert (mats["chinook_policy_case_runs"]["passed"], mats["chinook_policy_case_runs"]["failed"]) == (37, 0)
-        assert (mats["chinook_clarify_case_runs"]["passed"], mats["chinook_clarify_case_runs"]["failed"]) == (9, 0)
+        assert (mats["chinook_policy/case_runs"]["passed"], mats["chinook_policy/case_runs"]["failed"]) == (37, 0)
+        assert (mats["chinook_clarify/case_runs"]["passed"], mats["chinook_clarify/case_runs"]["failed"]) == (9, 0)
     result = _run(defs, "scoreboards_job", instance, "plans")
     assert result.success
-    (thresholds,) = [e for e in _checks_of(result, "chinook_policy_scoreboards") if e.check_name == "thresholds"]
+    (thresholds,) = [e for e in _checks_of(result, "chinook_policy/scoreboards") if e.check_name == "thresholds"]
     assert thresholds.passed and thresholds.metadata["measured[min_policy_recall]"].value == 1.0
     assert all(e.passed for e in result.get_asset_check_evaluations())
     boards = _materialized(result)
-    board = boards["chinook_scoreboards"]
+    board = boards["chinook/scoreboards"]
     assert board["passes"] == 2
     assert board["accuracy"] == 1.0  # execution accuracy, the mode executing SQL
     # the interval in the headline's cell, not as two more plotted numbers
@@ -108,7 +108,7 @@ def test_plans_two_passes_give_a_scoreboard_with_pass_k_and_determinism(demo_pro
     # policy's precision and recall.
     assert board["execution_success"] == 1.0 and board["execution_success[chinook]"] == 1.0
     assert (board["query_count"], board["probe_count"], board["unique_case_count"]) == (47, 0, 47)
-    probes = boards["chinook_policy_scoreboards"]
+    probes = boards["chinook_policy/scoreboards"]
     assert (probes["policy_precision"], probes["policy_recall"], probes["policy_false_negatives"]) == (1.0, 1.0, 0)
     assert (probes["query_count"], probes["probe_count"]) == (0, 29)
     assert "| chinook |" in board["domains"] and "plan cache" in board["isolation"]
@@ -133,7 +133,7 @@ def test_gate_check_fails_on_a_regression_and_stops_benchmark_records(demo_proje
     assert _run(defs, "case_runs_job", instance, config_pass_key("plans", 1)).success
     # Record the healthy run as the baseline.
     recorded = _run(defs, "benchmark_records_job", instance, "plans",
-                    run_config={"ops": {"chinook_benchmark_records": {"config": {"record": True,
+                    run_config={"ops": {"chinook__benchmark_records": {"config": {"record": True,
                                                                                    "note": "baseline"}}}})
     assert recorded.success
     records = sorted((demo_project / "benchmarks" / "plans" / "chinook").glob("*.json"))
@@ -154,22 +154,22 @@ def test_gate_check_fails_on_a_regression_and_stops_benchmark_records(demo_proje
     assert _run(defs, "case_runs_job", instance, config_pass_key("plans", 1)).success
 
     result = _run(defs, "benchmark_records_job", instance, "plans",
-                  run_config={"ops": {"chinook_benchmark_records": {"config": {"record": True, "note": "x"}}}})
+                  run_config={"ops": {"chinook__benchmark_records": {"config": {"record": True, "note": "x"}}}})
     assert not result.success
-    (gate,) = [e for e in _checks_of(result, "chinook_scoreboards") if e.check_name == "regression_gate"]
+    (gate,) = [e for e in _checks_of(result, "chinook/scoreboards") if e.check_name == "regression_gate"]
     assert gate.passed is False
     lost = gate.metadata["lost"].value
     assert lost["plans/execution"], lost
     assert all("@" in key for key in lost["plans/execution"])
     assert gate.metadata["lost_count"].value == len(lost["plans/execution"])
     # benchmark_records did not run: still exactly one record.
-    assert "chinook_benchmark_records" not in _materialized(result)
+    assert "chinook/benchmark_records" not in _materialized(result)
     assert sorted((demo_project / "benchmarks" / "plans" / "chinook").glob("*.json")) == records
 
     # Materialised on its own (no blocking check in that run), the records asset gates itself.
-    records_asset = defs.resolve_assets_def(dg.AssetKey("chinook_benchmark_records"))
+    records_asset = defs.resolve_assets_def(dg.AssetKey(["chinook", "benchmark_records"]))
     alone = dg.materialize([records_asset], partition_key="plans", instance=instance, raise_on_error=False,
-                           run_config={"ops": {"chinook_benchmark_records": {"config": {"record": True,
+                           run_config={"ops": {"chinook__benchmark_records": {"config": {"record": True,
                                                                                           "note": "x"}}}})
     assert not alone.success
     assert sorted((demo_project / "benchmarks" / "plans" / "chinook").glob("*.json")) == records
@@ -191,25 +191,25 @@ def test_scoreboard_report_file_is_a_loadable_eval_report(demo_project: Path, in
 def test_schema_index_then_a_retrieval_partition_and_its_scoreboard(demo_project: Path, instance):
     defs = build_defs(demo_project / "nl2sql.yaml")
     keys = {"/".join(k.path) for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert {"chinook_schema_index", "support_schema_index", "webanalytics_schema_index"} <= keys
-    case_runs = defs.resolve_asset_graph().get(dg.AssetKey("chinook_case_runs"))
-    assert dg.AssetKey("chinook_schema_index") in case_runs.parent_keys
+    assert {"chinook/schema_index", "support/schema_index", "webanalytics/schema_index"} <= keys
+    case_runs = defs.resolve_asset_graph().get(dg.AssetKey(["chinook", "case_runs"]))
+    assert dg.AssetKey(["chinook", "schema_index"]) in case_runs.parent_keys
 
     # datasets_job builds the indexes; a second materialisation reuses them untouched.
     first = _materialized(_run(defs, "datasets_job", instance))
-    index = first["chinook_schema_index"]
+    index = first["chinook/schema_index"]
     assert (index["dimensions"], index["reused"]) == (384, False)
     assert index["entries"] == 1 + 12 + 11 + 64 + 11  # description, questions, tables, columns, keys
     path = demo_project / "warehouse" / "schema_index" / "chinook.json"
     assert index["path"] == str(path) and path.is_file()
     stamp = path.stat().st_mtime_ns
     again = _run(defs, "datasets_job", instance)
-    assert _materialized(again)["chinook_schema_index"]["reused"] is True and path.stat().st_mtime_ns == stamp
+    assert _materialized(again)["chinook/schema_index"]["reused"] is True and path.stat().st_mtime_ns == stamp
 
     register_configs(instance, ["retrieval"])
     result = _run(defs, "case_runs_job", instance, config_pass_key("retrieval", 1))
     assert result.success
-    meta = _materialized(result)["chinook_case_runs"]
+    meta = _materialized(result)["chinook/case_runs"]
     assert meta["mode"] == "retrieval" and meta["errors"] == 0 and meta["cost_usd"] == 0.0
     assert meta["passed"] + meta["failed"] == 93  # 43 answerable cases x their allowed roles
     assert meta["table_recall"] > 0.8 and 0.0 <= meta["column_recall"] <= 1.0
@@ -219,16 +219,16 @@ def test_schema_index_then_a_retrieval_partition_and_its_scoreboard(demo_project
     assert "lenient_accuracy" not in meta and meta["accuracy"] == round(meta["passed"] / 93, 3)  # 38.7% shown
     # The policy probes and the questions to ask back about have nothing to retrieve: their
     # partitions are empty, say why, and show no rate.
-    probes = _materialized(result)["chinook_policy_case_runs"]
+    probes = _materialized(result)["chinook_policy/case_runs"]
     assert (probes["passed"], probes["failed"], probes["left_out[probe]"]) == (0, 0, 37)
     assert probes["nothing_to_run"] == "mode retrieval: it does not run 37 probe case run(s)"
-    clarify = _materialized(result)["chinook_clarify_case_runs"]
+    clarify = _materialized(result)["chinook_clarify/case_runs"]
     assert clarify["nothing_to_run"] == "mode retrieval: no selected case is answerable by a role allowed to read it"
     assert "accuracy" not in probes and "accuracy" not in clarify
 
     result = _run(defs, "scoreboards_job", instance, "retrieval")
     assert result.success
-    board = _materialized(result)["chinook_scoreboards"]
+    board = _materialized(result)["chinook/scoreboards"]
     assert board["case_runs"] == 93 and board["table_recall"] == meta["table_recall"]
     assert {"lenient_accuracy", "pass_k", "determinism"}.isdisjoint(board)
     assert board["accuracy"] == meta["accuracy"]
@@ -277,7 +277,7 @@ def test_the_scoreboard_history_plots_each_config_over_time(demo_project: Path, 
     assert _run(defs, "datasets_job", instance).success
     for config in ("plans", "retrieval"):
         assert _run(defs, "case_runs_job", instance, config_pass_key(config, 1)).success
-    first = _materialized(_run(defs, "scoreboards_job", instance, "plans"))["chinook_scoreboard_history"]
+    first = _materialized(_run(defs, "scoreboards_job", instance, "plans"))["chinook/scoreboard_history"]
     assert len(first["latest"].records) == 1
     point = first["point"]["plans"]
     assert point["accuracy"] == 1.0 and point["lenient_accuracy"] == 1.0
@@ -287,7 +287,7 @@ def test_the_scoreboard_history_plots_each_config_over_time(demo_project: Path, 
     assert charts[accuracy] == {"plans": "100.0%"} and charts["lenient accuracy"] == {"plans": "100.0%"}
     assert not [title for title in charts if title.startswith("pass^k")]
 
-    second = _materialized(_run(defs, "scoreboards_job", instance, "retrieval"))["chinook_scoreboard_history"]
+    second = _materialized(_run(defs, "scoreboards_job", instance, "retrieval"))["chinook/scoreboard_history"]
     assert len(second["latest"].records) == 2  # the table: every stored board
     assert list(second["point"]) == ["retrieval"]  # the new point: retrieval's only
     retrieval = second["point"]["retrieval"]
@@ -304,7 +304,7 @@ def test_the_scoreboard_history_plots_each_config_over_time(demo_project: Path, 
     assert rows["retrieval"]["lenient"] == "—" and rows["retrieval"]["cost per case"] == "$0.0000"
 
     # Two materialisations in the instance, each one config's point.
-    history = instance.fetch_materializations(dg.AssetKey("chinook_scoreboard_history"), limit=10).records
+    history = instance.fetch_materializations(dg.AssetKey(["chinook", "scoreboard_history"]), limit=10).records
     assert [list(r.asset_materialization.metadata["point"].value) for r in history] == [["retrieval"], ["plans"]]
 
 
@@ -319,8 +319,8 @@ def test_a_failed_run_stops_the_key_free_pipeline_before_the_runs_that_depend_on
     assert len(instance.get_runs()) == 1  # no scoreboards failing after it
     # The datasets and the first case runs share that run: the case runs were skipped, not failed.
     failed = {e.step_key for e in instance.all_logs(instance.get_runs()[0].run_id, of_type=dg.DagsterEventType.STEP_FAILURE)}
-    assert "chinook_case_runs" not in failed and failed
-    assert instance.get_latest_materialization_event(dg.AssetKey("chinook_case_runs")) is None
+    assert "chinook__case_runs" not in failed and failed
+    assert instance.get_latest_materialization_event(dg.AssetKey(["chinook", "case_runs"])) is None
 
 
 def test_a_provider_outage_fails_the_partition_with_the_breakers_message(demo_project: Path, instance,
@@ -350,13 +350,13 @@ def test_a_provider_outage_fails_the_partition_with_the_breakers_message(demo_pr
         result = _run(defs, "case_runs_job", instance, config_pass_key("flaky", 1))
     assert not result.success
     failures = {e.step_key: e for e in result.all_events if e.event_type_value == "STEP_FAILURE"}
-    assert "chinook_case_runs" in failures  # (and each other suite whose questions ask the model)
-    failure = failures["chinook_case_runs"]
+    assert "chinook__case_runs" in failures  # (and each other suite whose questions ask the model)
+    failure = failures["chinook__case_runs"]
     message = str(failure.event_specific_data.error_display_string)
     assert "incomplete" in message and "5 quota" in message
     assert "HTTP 402" in message and "openai/fake-provider" in message
     assert "sk-live" not in message
-    assert "chinook_case_runs" not in _materialized(result)  # nothing stored as the model's numbers
+    assert "chinook/case_runs" not in _materialized(result)  # nothing stored as the model's numbers
 
 
 def test_the_key_free_pipeline_streams_the_case_records_in_two_runs(demo_project: Path, instance, monkeypatch):
@@ -389,8 +389,8 @@ def test_the_key_free_pipeline_streams_the_case_records_in_two_runs(demo_project
     assert case_run.tags["dagster/partition"] == "plans|1"
     assert run.checks == {  # the regenerated rows' check is unpartitioned; every suite has its checks
         check: True for suite in ("chinook", "chinook_policy", "chinook_clarify")
-        for check in (f"{suite}_regenerated_rows:suite_file_is_regenerated",
-                      f"{suite}_scoreboards[plans]:regression_gate", f"{suite}_scoreboards[plans]:thresholds")}
+        for check in (f"{suite}/regenerated_rows:suite_file_is_regenerated",
+                      f"{suite}/scoreboards[plans]:regression_gate", f"{suite}/scoreboards[plans]:thresholds")}
     # The case_runs asset kept no record: each went to the warehouse as it finished.
     assert sorted(held) == [(0, 9), (0, 37), (0, 141)]  # the three suites' partitions
     folder = demo_project / "warehouse" / "case_records" / "suite=chinook" / "config=plans"
@@ -399,7 +399,7 @@ def test_the_key_free_pipeline_streams_the_case_records_in_two_runs(demo_project
     assert len(stored) == 141 and all(r["config"] == "plans" and r["pass_index"] == 1 for r in stored)
     assert run.boards["chinook/plans"].configs["plans"].accuracy.execution.total == 141
     # One run holds the datasets (unpartitioned, as from datasets_job) and the partition's case runs.
-    case_runs = instance.get_latest_materialization_event(dg.AssetKey("chinook_case_runs"))
+    case_runs = instance.get_latest_materialization_event(dg.AssetKey(["chinook", "case_runs"]))
     datasets = instance.get_latest_materialization_event(dg.AssetKey("demo_datasets"))
     assert case_runs.run_id == datasets.run_id
     assert case_runs.dagster_event.partition == "plans|1" and datasets.dagster_event.partition is None

@@ -22,22 +22,22 @@ def test_neighbour_assets_come_before_the_case_runs_and_are_reused_until_the_gol
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     # only Chinook's gold exists among the demo's suites; the probe and clarify suites have none
-    assert {k for k in keys if "neighbour" in k} == {"chinook_neighbours", "chinook_neighbour_rows"}
-    assert dg.AssetKey("chinook_neighbour_rows") in graph.get(dg.AssetKey("chinook_case_runs")).parent_keys
-    assert graph.get(dg.AssetKey("chinook_neighbours")).group_name == "neighbours"
+    assert {k for k in keys if "neighbour" in k} == {"chinook/neighbours", "chinook/neighbour_rows"}
+    assert dg.AssetKey(["chinook", "neighbour_rows"]) in graph.get(dg.AssetKey(["chinook", "case_runs"])).parent_keys
+    assert graph.get(dg.AssetKey(["chinook", "neighbours"])).group_name == "chinook_db"
 
     first = _materialized(_run(defs, "datasets_job", instance))
-    made = first["chinook_neighbours"]
+    made = first["chinook/neighbours"]
     assert made["reused"] is False and 1 <= made["kept"] <= made["K"] == 10
     assert made["separated"] >= 0.99 * made["separable"] and made["separated"] > made["separated_on_original"]
     assert made["rows_kept"] > 0 and made["bytes_kept"] > 0 and "| neighbour_00.sqlite |" in made["files"]
-    rows = first["chinook_neighbour_rows"]
+    rows = first["chinook/neighbour_rows"]
     assert rows["cases"] == rows["graded_on_neighbours"] == 43 and rows["audit_flags"] == 0
     assert Path(rows["audit_file"]).is_file()
 
     again = _materialized(_run(defs, "datasets_job", instance))
-    assert again["chinook_neighbours"]["reused"] is True
-    assert again["chinook_neighbours"]["folder"] == made["folder"]
+    assert again["chinook/neighbours"]["reused"] is True
+    assert again["chinook/neighbours"]["folder"] == made["folder"]
 
     # the case runs of config plans grade on the same set: every plan's SQL holds on each neighbour
     register_configs(instance, ["plans"])
@@ -55,5 +55,5 @@ def test_neighbour_assets_come_before_the_case_runs_and_are_reused_until_the_gol
     assert "\n    LIMIT 5\n" in text
     suite.write_text(text.replace("\n    LIMIT 5\n", "\n    LIMIT 6\n", 1), encoding="utf-8")
     third = _materialized(_run(build_defs(demo_project / "nl2sql.yaml"), "datasets_job", instance))
-    assert third["chinook_neighbours"]["reused"] is False
-    assert third["chinook_neighbours"]["folder"] != made["folder"]
+    assert third["chinook/neighbours"]["reused"] is False
+    assert third["chinook/neighbours"]["folder"] != made["folder"]

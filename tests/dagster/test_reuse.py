@@ -13,8 +13,8 @@ import pytest
 from nl2sql_assets.defs.factory import build_defs
 from nl2sql_assets.evaluation.history import Warehouse
 
-STEPS = ("chinook_schema_snapshot", "support_schema_snapshot", "webanalytics_schema_snapshot",
-         "chinook_regenerated_rows")
+STEPS = ("chinook/schema_snapshot", "support/schema_snapshot", "webanalytics/schema_snapshot",
+         "chinook/regenerated_rows")
 
 
 def _datasets(demo_project: Path, instance: dg.DagsterInstance) -> dict[str, dict]:
@@ -43,7 +43,7 @@ def test_unchanged_inputs_reuse_the_stored_results_identical_to_recomputing(demo
 
     again = _datasets(demo_project, instance)
     assert {step: again[step]["reused"] for step in STEPS} == dict.fromkeys(STEPS, True)
-    assert "unchanged" in again["chinook_regenerated_rows"]["reuse"]
+    assert "unchanged" in again["chinook/regenerated_rows"]["reuse"]
     assert _outputs(demo_project) == computed
     for step in STEPS:
         assert _without_reuse(again[step]) == _without_reuse(first[step]), step
@@ -67,9 +67,9 @@ def test_a_changed_suite_file_regenerates_its_rows(demo_project: Path, instance)
     suite.write_text(text.replace("customer_count: 13}", "customer_count: 12}", 1), encoding="utf-8")
 
     mats = _datasets(demo_project, instance)
-    assert mats["chinook_regenerated_rows"]["reused"] is False
-    assert mats["chinook_regenerated_rows"]["matches_suite_file"] is False  # the copy has the true count
-    assert mats["chinook_schema_snapshot"]["reused"] is True  # its database did not change
+    assert mats["chinook/regenerated_rows"]["reused"] is False
+    assert mats["chinook/regenerated_rows"]["matches_suite_file"] is False  # the copy has the true count
+    assert mats["chinook/schema_snapshot"]["reused"] is True  # its database did not change
     copy = Warehouse.for_project(demo_project).regenerated_suite_path("chinook").read_text(encoding="utf-8")
     assert "customer_count: 13}" in copy
 
@@ -82,13 +82,13 @@ def test_a_changed_database_takes_its_snapshot_and_the_rows_again(demo_project: 
         conn.execute("CREATE TABLE campaigns (campaign_id INTEGER PRIMARY KEY, name VARCHAR)")
 
     mats = _datasets(demo_project, instance)
-    assert mats["webanalytics_schema_snapshot"]["reused"] is False
-    assert mats["webanalytics_schema_snapshot"]["tables"] == first["webanalytics_schema_snapshot"]["tables"] + 1
+    assert mats["webanalytics/schema_snapshot"]["reused"] is False
+    assert mats["webanalytics/schema_snapshot"]["tables"] == first["webanalytics/schema_snapshot"]["tables"] + 1
     snapshot = json.loads(Warehouse.for_project(demo_project).snapshot_path("webanalytics").read_text())
     assert "campaigns" in [t["name"] for t in snapshot["tables"]]
-    assert mats["chinook_regenerated_rows"]["reused"] is False  # its rows may come from any database
-    assert mats["chinook_schema_snapshot"]["reused"] is True
-    assert mats["support_schema_snapshot"]["reused"] is True
+    assert mats["chinook/regenerated_rows"]["reused"] is False  # its rows may come from any database
+    assert mats["chinook/schema_snapshot"]["reused"] is True
+    assert mats["support/schema_snapshot"]["reused"] is True
 
 
 def test_an_edited_or_missing_output_is_computed_again(demo_project: Path, instance):
@@ -99,9 +99,9 @@ def test_an_edited_or_missing_output_is_computed_again(demo_project: Path, insta
     warehouse.snapshot_path("support").unlink()
 
     mats = _datasets(demo_project, instance)
-    assert mats["chinook_regenerated_rows"]["reused"] is False
-    assert mats["support_schema_snapshot"]["reused"] is False
-    assert mats["chinook_schema_snapshot"]["reused"] is True
+    assert mats["chinook/regenerated_rows"]["reused"] is False
+    assert mats["support/schema_snapshot"]["reused"] is False
+    assert mats["chinook/schema_snapshot"]["reused"] is True
     assert _outputs(demo_project) == computed
 
 
@@ -110,6 +110,6 @@ def test_a_damaged_record_only_costs_a_recomputation(demo_project: Path, instanc
     _datasets(demo_project, instance)
     (demo_project / "warehouse" / "cache" / "steps" / "regenerated_rows-chinook.json").write_text(damage)
     mats = _datasets(demo_project, instance)
-    assert mats["chinook_regenerated_rows"]["reused"] is False
-    assert mats["chinook_regenerated_rows"]["failed"] == 0
-    assert _datasets(demo_project, instance)["chinook_regenerated_rows"]["reused"] is True  # stored again
+    assert mats["chinook/regenerated_rows"]["reused"] is False
+    assert mats["chinook/regenerated_rows"]["failed"] == 0
+    assert _datasets(demo_project, instance)["chinook/regenerated_rows"]["reused"] is True  # stored again

@@ -127,11 +127,11 @@ def test_a_plugin_summary_reaches_the_dagster_metadata(plugin: None, demo_projec
     runs = defs.resolve_job_def("case_runs_job").execute_in_process(
         instance=instance, partition_key=config_pass_key("plans", 1), raise_on_error=False)
     assert runs.success
-    case_runs = _materialized(runs)["chinook_case_runs"]
+    case_runs = _materialized(runs)["chinook/case_runs"]
     boards = defs.resolve_job_def("scoreboards_job").execute_in_process(
         instance=instance, partition_key="plans", raise_on_error=False)
     assert boards.success
-    scoreboard = _materialized(boards)["chinook_scoreboards"]
+    scoreboard = _materialized(boards)["chinook/scoreboards"]
 
     # What the plugin summed up, worked out again from the stored records' row counts.
     stored: EvalReport = load_report(demo_project / "warehouse" / "reports" / "chinook" / "plans.json")

@@ -706,9 +706,9 @@ def test_pipeline_run_materialises_the_key_free_evaluation(
     assert "141 case runs" in out
     for suite in ("chinook", "chinook_policy", "chinook_clarify"):
         for config in ("plans", "retrieval"):
-            assert f"check passed: {suite}_scoreboards[{config}]:regression_gate" in out
+            assert f"check passed: {suite}/scoreboards[{config}]:regression_gate" in out
     assert "FAILED" not in out
     # it ends with where to read the run: the reports, and the UI holding the runs
     assert f"next: the reports across configs are {demo_project / 'warehouse' / 'reports'}" in out
-    assert "dagster dev" in out.splitlines()[-1]
+    assert "nl2sql-assets ui" in out.splitlines()[-1]
 

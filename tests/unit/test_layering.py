@@ -35,7 +35,8 @@ FLOORS: dict[str, int] = {
     "project": 15,
     "__init__": 16,  # the package's face hands out the facade
     "defs": 17, "cli_bench": 17,
-    "cli": 18, "definitions": 18,
+    "ui": 18,  # `nl2sql-assets ui`: starts dagster dev on the code location defs names
+    "cli": 19, "definitions": 19,
 }
 #: The only parts that may import Dagster (or a Dagster add-on).
 DAGSTER_GLUE = {"defs", "definitions", "cli"}

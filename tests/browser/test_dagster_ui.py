@@ -309,6 +309,13 @@ def test_lineage_plans_evaluation_history_and_a_gate_failure_in_the_ui(
             page.wait(lambda d, j=job: page.visible(f"//*[normalize-space(text())='{j}']"),
                       message=f"the pipeline's {job} on the Overview timeline")
         page.screenshot("timeline_pipeline.png")
+        # ... and in the jobs list, with its latest run's time (and a run bar) beside the job.
+        page.open("/jobs")
+        for job in ("datasets_case_runs_job", "scoreboards_job"):
+            page.wait(lambda d, j=job: re.search(rf"^{j}\n[^\n]* ago$", page.body_text(), re.MULTILINE),
+                      message=f"the pipeline's latest {job} run in the jobs list")
+        assert not re.search(r"^datasets_job\n[^\n]* ago$", page.body_text(), re.MULTILINE)  # it has no run
+        page.screenshot("jobs_list_pipeline.png")
 
         # 2. Launch case runs (plans, pass 1), then the plans scoreboard, from the UI.
         clicked = time.monotonic()

@@ -79,6 +79,15 @@ def _parser() -> argparse.ArgumentParser:
     ui.add_argument("--host", default="127.0.0.1", help="the address the UI listens on")
     ui.add_argument("--port", type=int, default=3000, help="the port the UI listens on")
 
+    dash = sub.add_parser("dashboard", help="write the results dashboard: one self-contained HTML page over "
+                                            "the benchmark records and the warehouse's boards", **fmt)
+    dash.add_argument("--out", metavar="FILE", default=None,
+                      help="the page to write (default: warehouse/dashboard.html in the project)")
+    dash.add_argument("--from", dest="sources", nargs="+", metavar="DIR", default=None,
+                      help="folders to read: a warehouse (a folder holding reports/) or a folder of benchmark "
+                           "records (default: the project's benchmarks/ and warehouse)")
+    dash.add_argument("--suite", default=None, metavar="NAME", help="only this suite's runs and cases")
+
     configs = sub.add_parser("configs", help="LLM configs known to the Dagster project", **fmt)
     csub = configs.add_subparsers(dest="configs_command", required=True, metavar="COMMAND")
     cadd = csub.add_parser("add", help="register a config name as a case runs partition", **fmt)
@@ -643,6 +652,41 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     return 0 if run.ok else 1
 
 
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    """Write the results page from the records and boards found, and say what it holds."""
+    from nl2sql_assets.atomic import atomic_write
+    from nl2sql_assets.config import load_config
+    from nl2sql_assets.evaluation.history import Warehouse
+    from nl2sql_assets.evaluation.history.dashboard import build_dashboard, render_html
+
+    config_path = _config_path(args)
+    config = load_config(config_path) if config_path.is_file() else None
+    root = config_path.parent
+    if args.sources:
+        folders = [Path(p) for p in args.sources]
+        missing = [str(p) for p in folders if not p.is_dir()]
+        if missing:
+            raise UserError(f"--from: no such folder: {', '.join(missing)} (give a warehouse folder, one holding "
+                            "reports/, or a folder of benchmark records)")
+        warehouses = [p for p in folders if (p / "reports").is_dir()]
+        records = [p for p in folders if p not in warehouses]
+    else:
+        warehouses = [Warehouse.for_project(root).root]
+        records = [root / "benchmarks"] if (root / "benchmarks").is_dir() else []
+    suites = [Path(p) for p in config.evals_config.suites] if config is not None else []
+    data = build_dashboard(records, [w for w in warehouses if w.is_dir()], suites, only_suite=args.suite, root=root)
+    if not data.runs:
+        raise UserError(f"no stored run in {', '.join(str(p) for p in [*records, *warehouses]) or 'the project'}: "
+                        "`nl2sql-assets eval run` (or the Dagster scoreboards) stores runs, `eval publish` records them")
+    out = Path(args.out) if args.out else Warehouse.for_project(root).root / "dashboard.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    page = render_html(data)
+    atomic_write(out, page)
+    print(f"dashboard: {out} ({len(page) / 1e6:.1f} MB; {len(data.runs)} run(s), {len(data.cases)} case(s)); "
+          "open it in a browser, nothing is fetched")
+    return 0
+
+
 def _next_steps(config: Any, run: Any) -> None:
     """What a user reads the run with: each suite's report, and the UI holding the runs."""
     from nl2sql_assets.evaluation.history import Warehouse
@@ -798,6 +842,8 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
             return _cmd_pipeline(args)
         if args.command == "configs":
             return _cmd_configs(args)
+        if args.command == "dashboard":
+            return _cmd_dashboard(args)
         if args.command == "ui":
             from nl2sql_assets.ui import run_ui
 

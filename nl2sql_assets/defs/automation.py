@@ -18,6 +18,7 @@ from nl2sql_assets.defs.evals import run_tags
 from nl2sql_assets.defs.keys import (
     benchmark_records_key,
     case_runs_key,
+    dashboard_key,
     eval_report_key,
     scoreboards_key,
 )
@@ -35,6 +36,7 @@ def build_jobs(suite_names: list[str]) -> dict[str, Any]:
     scoreboards = dg.AssetSelection.assets(*[scoreboards_key(s) for s in suite_names])
     reports = dg.AssetSelection.assets(*[eval_report_key(s) for s in suite_names])
     records = dg.AssetSelection.assets(*[benchmark_records_key(s) for s in suite_names])
+    dashboards = dg.AssetSelection.assets(*[dashboard_key(s) for s in suite_names])
     gate_checks = dg.AssetSelection.checks(*[
         dg.AssetCheckKey(scoreboards_key(s), "regression_gate_all_configs") for s in suite_names
     ])
@@ -61,12 +63,13 @@ def build_jobs(suite_names: list[str]) -> dict[str, Any]:
                         "(what `nl2sql-assets pipeline run` launches first)."),
         "scoreboards_job": dg.define_asset_job(
             # Only the partitioned gate runs with a scoreboard; the all-configs one is the sensor's.
-            "scoreboards_job", selection=(scoreboards | reports) - gate_checks,
+            "scoreboards_job", selection=(scoreboards | reports | dashboards) - gate_checks,
             description="A config's scoreboards (with the blocking regression gate and a point of their "
-                        "history) and the reports."),
+                        "history), the reports and the dashboards."),
         "benchmark_records_job": dg.define_asset_job(
-            "benchmark_records_job", selection=scoreboards | records,
-            description="Scoreboards, the gate, then records (launch with record: true and a note)."),
+            "benchmark_records_job", selection=scoreboards | records | dashboards,
+            description="Scoreboards, the gate, then records (launch with record: true and a note) and the "
+                        "dashboards."),
         "regression_gate_job": dg.define_asset_job(
             "regression_gate_job", selection=gate_checks,
             description="The regression gate over every stored scoreboard, without materialising anything."),

@@ -13,6 +13,7 @@ import dagster as dg
 from nl2sql_assets.defs.keys import (
     benchmark_records_key,
     case_runs_key,
+    dashboard_key,
     eval_report_key,
     regenerated_rows_key,
     scoreboard_history_key,
@@ -211,7 +212,33 @@ def build_eval_assets(suite_name: str, suite_path: Path, index_keys: Sequence[dg
             "pages": dg.MetadataValue.json([str(p) for p in result.written]),
         }))
 
-    return [case_runs, scoreboard, regression_gate, scoreboard_history, eval_report, benchmark_records]
+    @dg.asset(
+        key=dashboard_key(suite_name),
+        deps=[history_key, records_key],
+        group_name=suite_group(suite_name),
+        kinds={"html"},
+        description=f"The results dashboard of {suite_name}: one self-contained HTML page (nothing fetched) over "
+                    "its benchmark records and stored boards: accuracy over time with its band, two runs "
+                    "case by case with McNemar's p, cost per correct answer, failure reasons, neighbour overturns.",
+    )
+    def dashboard(project: ProjectResource) -> dg.MaterializeResult:
+        from nl2sql_assets.atomic import atomic_write
+        from nl2sql_assets.evaluation.history.dashboard import build_dashboard, render_html
+
+        pull_scoreboards(project, suite_name)  # every machine's boards, under a shared profile
+        benchmarks = project.root / "benchmarks"
+        data = build_dashboard([benchmarks] if benchmarks.is_dir() else [], [project.warehouse.root], [suite_path],
+                               only_suite=suite_name, root=project.root)
+        out = project.warehouse.root / "dashboards" / f"{suite_name}.html"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        page = render_html(data, title=f"{suite_name}: results")
+        atomic_write(out, page)
+        return dg.MaterializeResult(metadata={
+            "runs": len(data.runs), "cases": len(data.cases), "size_mb": round(len(page) / 1e6, 2),
+            "path": dg.MetadataValue.path(str(out)), "open": dg.MetadataValue.url(out.as_uri()),
+        })
+
+    return [case_runs, scoreboard, regression_gate, scoreboard_history, eval_report, benchmark_records, dashboard]
 
 
 def partition_config_pass(context: dg.OpExecutionContext) -> tuple[str, int]:

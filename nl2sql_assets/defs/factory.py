@@ -41,10 +41,10 @@ def _build_defs(config_path: Path) -> dg.Definitions:
     for name, path in suites:
         suite_asset, rows, drift = build_suite_assets(name, path, config)
         upstream = [*schema_index_keys(config), *neighbour_deps.get(name, [])]
-        case_runs, scoreboard, gate, history, report, records = build_eval_assets(name, path, upstream)
+        case_runs, scoreboard, gate, history, report, records, dashboard = build_eval_assets(name, path, upstream)
         if cluster is not None:
             case_runs = build_sharded_case_runs(name, path, upstream, cluster)
-        assets += [suite_asset, rows, case_runs, scoreboard, history, report, records]
+        assets += [suite_asset, rows, case_runs, scoreboard, history, report, records, dashboard]
         checks += [drift, gate, build_gate_all_check(name), build_threshold_check(name)]
     jobs = build_jobs([name for name, _ in suites])
     automation = build_automation(config_path, jobs)

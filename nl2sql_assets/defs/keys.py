@@ -20,7 +20,7 @@ CODE_LOCATION = "nl2sql"
 #: The stages: the titles of the nodes, each short enough to be drawn whole.
 DATASOURCE_STAGES = ("schema_snapshot", "schema_index", "neighbours")
 SUITE_STAGES = ("suite", "regenerated_rows", "neighbour_rows", "case_runs", "scoreboards", "scoreboard_history",
-                "eval_report", "benchmark_records")
+                "eval_report", "benchmark_records", "dashboard")
 TITLE_MAX = 18  # what the lineage draws whole at its default zoom
 
 
@@ -77,6 +77,10 @@ def eval_report_key(suite: str) -> dg.AssetKey:
 
 def benchmark_records_key(suite: str) -> dg.AssetKey:
     return dg.AssetKey([suite, "benchmark_records"])
+
+
+def dashboard_key(suite: str) -> dg.AssetKey:
+    return dg.AssetKey([suite, "dashboard"])
 
 
 def check_groups(suites: list[str], datasources: list[str]) -> None:

@@ -199,6 +199,7 @@ def chrome(browser_available: None, tmp_path: Path) -> Iterator[Any]:
         options.add_argument(arg)
     profile = tempfile.mkdtemp(prefix="chrome-profile-", dir=tmp_path)
     options.add_argument(f"--user-data-dir={profile}")
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # the requests a page makes
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_page_load_timeout(60)
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -39,8 +40,10 @@ def test_same_decisions_as_the_file_ledger(pg_database: str, steps, expected):
     assert got == expected
 
 
-def _one_worker(database: str, budget: str, worker: int, cap: float, out: multiprocessing.Queue) -> None:
+def _one_worker(database: str, budget: str, worker: int, cap: float, out: multiprocessing.Queue,
+                start: Any) -> None:
     ledger = PgSpendLedger(dsn(database), budget, schema="ledger_test")
+    start.wait(timeout=60)  # every worker connected before any spends: the budget is contended from the start
     spent = []
     for case in range(30):
         entry = f"w{worker}c{case}"
@@ -49,7 +52,7 @@ def _one_worker(database: str, budget: str, worker: int, cap: float, out: multip
         if decision == "stop":
             break
         cost = 0.10 + 0.01 * (case % 4)
-        time.sleep(0.005)  # the model call
+        time.sleep(0.05)  # the model call: long enough for the waiting workers to come in
         ledger.spend(entry, cost, worker=worker)
         spent.append(cost)
     out.put((worker, spent))
@@ -58,8 +61,8 @@ def _one_worker(database: str, budget: str, worker: int, cap: float, out: multip
 def test_four_processes_pass_the_cap_by_at_most_one_case(pg_database: str):
     budget, cap = f"backfill-{uuid.uuid4().hex}", 1.0
     ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_one_worker, args=(pg_database, budget, w, cap, out)) for w in range(4)]
+    out, start = ctx.Queue(), ctx.Barrier(4)
+    procs = [ctx.Process(target=_one_worker, args=(pg_database, budget, w, cap, out, start)) for w in range(4)]
     for p in procs:
         p.start()
     by_worker = dict(out.get(timeout=120) for _ in procs)

@@ -303,9 +303,25 @@ def test_the_scoreboard_history_plots_each_config_over_time(demo_project: Path, 
     assert rows["plans"]["accuracy (95% CI)"] == "100.0% (97.3%–100.0%)"
     assert rows["retrieval"]["lenient"] == "—" and rows["retrieval"]["cost per case"] == "$0.0000"
 
-    # Two materialisations in the instance, each one config's point.
+    # The suite's dashboard, rebuilt with the scoreboards: one page holding both configs' boards.
+    import json
+    import re
+
+    dash = _materialized(_run(defs, "scoreboards_job", instance, "retrieval"))["chinook/dashboard"]
+    page = Path(dash["path"]).read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="dashboard-data">(.*?)</script>', page,
+                                re.DOTALL).group(1))
+    stored = {r["config"]: r for r in data["runs"] if r["source"] == "warehouse"}
+    assert set(stored) == {"plans", "retrieval"} and {r["suite"] for r in data["runs"]} == {"chinook"}
+    assert stored["retrieval"]["strict"].count("p") == round(retrieval["accuracy"] * 93)
+    assert dash["runs"] == len(data["runs"]) and dash["open"].startswith("file://")
+    markup = re.sub(r"<script[^>]*>.*?</script>", "", page, flags=re.DOTALL)  # the page around its scripts
+    assert not re.search(r"\b(src|href)=", markup)  # it loads nothing (the browser test watches the network)
+
+    # Three materialisations in the instance, each one config's point.
     history = instance.fetch_materializations(dg.AssetKey(["chinook", "scoreboard_history"]), limit=10).records
-    assert [list(r.asset_materialization.metadata["point"].value) for r in history] == [["retrieval"], ["plans"]]
+    assert [list(r.asset_materialization.metadata["point"].value) for r in history] == [
+        ["retrieval"], ["retrieval"], ["plans"]]
 
 
 def test_a_failed_run_stops_the_key_free_pipeline_before_the_runs_that_depend_on_it(demo_project: Path,

@@ -132,3 +132,20 @@ def test_the_gold_audit_of_the_runs_is_kept_once_in_order():
     first = SourcedRun(**{**first.__dict__, "audit": (flag,)})
     second = SourcedRun(**{**second.__dict__, "audit": (flag, other)})
     assert dashboard_data([first, second]).audit == [other, flag]
+
+
+def test_a_record_keeps_its_runs_gold_audit_and_the_page_reads_it_back(tmp_path: Path):
+    from nl2sql_assets.evaluation.history.records import load_record, records_from_report, write_record
+    from nl2sql_assets.evaluation.neighbours.audit import AuditFlag
+    from nl2sql_assets.evaluation.reporting.report import build_report
+    from tests.unit.test_gate import report_parts
+
+    report = build_report(*report_parts({"c00": "pass", "c01": "fail"}, mode="plans"))
+    flag = AuditFlag(suite="s", case="c01", kind="empty_on_original", message="the gold returns no row")
+    report = report.model_copy(update={"gold_audit": [flag]})
+    (record,) = records_from_report(report)
+    path = write_record(record, tmp_path)
+    assert load_record(path).gold_audit == [flag]
+    data = dashboard_data(read_sources([tmp_path]))
+    assert data.audit == [DashFlag(suite="s", case_id="c01", kind="empty_on_original",
+                                   message="the gold returns no row")]

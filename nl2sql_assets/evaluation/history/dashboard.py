@@ -108,8 +108,10 @@ class SourcedRun:
 
     @classmethod
     def of_record(cls, record: BenchmarkRecord, where: str) -> SourcedRun:
+        audit = tuple(DashFlag(suite=f.suite, case_id=f.case, kind=f.kind, message=f.message)
+                      for f in record.gold_audit)
         return cls("record", where, record.kind, record.recorded_at, record.passes, record.neighbours,
-                   {record.config.name: record.scoreboard}, record.note)
+                   {record.config.name: record.scoreboard}, record.note, audit=audit)
 
     @classmethod
     def of_report(cls, report: EvalReport, where: str) -> SourcedRun:

@@ -21,6 +21,7 @@ from nl2sql_assets.config import StrictModel
 from nl2sql_assets.errors import UserError, validation_summary
 from nl2sql_assets.evaluation.judging.scorers import LEGACY_SUMMARY_KEYS, pop_legacy_summaries
 from nl2sql_assets.evaluation.judging.stats import Rate
+from nl2sql_assets.evaluation.neighbours.audit import AuditFlag
 from nl2sql_assets.evaluation.reporting.board import (
     Answerability,
     Board,
@@ -122,6 +123,8 @@ class BenchmarkRecord(StrictModel):
     #: the neighbour databases every pass was also graded on (settings, versions, each set's key);
     #: part of the series: another seed, K or generator starts a new one
     neighbours: NeighbourRun | None = Field(default=None, exclude_if=lambda v: v is None)
+    #: the gold audit made with the neighbours (``neighbours.audit``); none kept before it was recorded
+    gold_audit: list[AuditFlag] = Field(default_factory=list, exclude_if=lambda v: not v)
     # What was run and measured, hashed (``run_digest``): the same report is never recorded twice.
     run_digest: str | None = None
 
@@ -229,6 +232,7 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
         scoreboard=compact_board(board),
         comparator_version=report.comparator_version,
         neighbours=report.neighbours,
+        gold_audit=list(report.gold_audit),
     )
     return record.model_copy(update={"run_digest": run_digest(record)})
 

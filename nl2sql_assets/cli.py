@@ -696,8 +696,11 @@ def _next_steps(config: Any, run: Any) -> None:
     reports = [warehouse.suite_report_path(s) for s in suites if warehouse.suite_report_path(s).is_file()]
     if reports:
         shown = reports[0].parent.parent / "<suite>" / reports[0].name if len(reports) > 1 else reports[0]
-        print(f"\nnext: the reports across configs are {shown} ({len(reports)} suite(s)); the UI holds these "
-              f"runs: source scripts/_env.sh && nl2sql-assets ui (it prints the address when the UI is ready)")
+        pages = sorted((warehouse.root / "dashboards").glob("*.html"))
+        dashboards = (f"; open the results dashboard{'s' if len(pages) > 1 else ''} in a browser: "
+                      f"{pages[0].parent / '<suite>.html' if len(pages) > 1 else pages[0]}") if pages else ""
+        print(f"\nnext: the reports across configs are {shown} ({len(reports)} suite(s)){dashboards}; the UI holds "
+              f"these runs: source scripts/_env.sh && nl2sql-assets ui (it prints the address when the UI is ready)")
 
 
 def _llm_section_text(spec: str) -> str:

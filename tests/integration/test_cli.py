@@ -711,4 +711,7 @@ def test_pipeline_run_materialises_the_key_free_evaluation(
     # it ends with where to read the run: the reports, and the UI holding the runs
     assert f"next: the reports across configs are {demo_project / 'warehouse' / 'reports'}" in out
     assert "nl2sql-assets ui" in out.splitlines()[-1]
+    assert f"results dashboards in a browser: {demo_project / 'warehouse' / 'dashboards' / '<suite>.html'}" in out
+    assert sorted(p.name for p in (demo_project / "warehouse" / "dashboards").glob("*.html")) == [
+        "chinook.html", "chinook_clarify.html", "chinook_policy.html"]
 

@@ -138,22 +138,27 @@ def read_sources(records: Iterable[Path] = (), warehouses: Iterable[Path] = ()) 
 
 
 def dashboard_data(sources: Iterable[SourcedRun], questions: dict[str, dict[str, tuple[str, str | None]]]
-                   | None = None, folders: Iterable[str] = ()) -> DashboardData:
-    """The page's data from the reports: one run per (report, config, suite), oldest first; the
-    cases every run ran, ordered by suite, case and role. ``questions``: per suite, per case id,
-    its question and gold SQL (from the suite files, where they are at hand)."""
+                   | None = None, folders: Iterable[str] = (), only_suite: str | None = None) -> DashboardData:
+    """The page's data from the stored runs: one run per (stored run, config, suite), oldest first;
+    the cases every run ran, ordered by suite, case and role. ``questions``: per suite, per case id,
+    its question and gold SQL (from the suite files, where they are at hand). ``only_suite``: that
+    suite's runs, cases and audit findings only."""
+    from nl2sql_assets.evaluation.judging.stats import percentile
     from nl2sql_assets.evaluation.reporting.gate import VERDICTS, key_passes, on_neighbours
     from nl2sql_assets.evaluation.running.modes import get_mode
 
-    runs: list[tuple[SourcedRun, str, str, list[CaseRecord], Board]] = []
+    runs: list[tuple[SourcedRun, str, str, list[CaseRecord]]] = []
     cases: dict[str, DashCase] = {}
     flags: dict[tuple[str, str, str, str], DashFlag] = {}
     for item in sources:
         for flag in item.audit:
-            flags.setdefault((flag.suite, flag.case_id, flag.kind, flag.message), flag)
+            if only_suite in (None, flag.suite):
+                flags.setdefault((flag.suite, flag.case_id, flag.kind, flag.message), flag)
         for config, board in item.boards.items():
             for suite, results in _by_suite(board.results).items():
-                runs.append((item, config, suite, results, board))
+                if only_suite not in (None, suite):
+                    continue
+                runs.append((item, config, suite, results))
                 for record in results:
                     case = DashCase(suite=suite, case_id=record.case_id, role=record.role, domain=record.domain,
                                     difficulty=record.difficulty, tags=sorted(record.tags))
@@ -168,7 +173,7 @@ def dashboard_data(sources: Iterable[SourcedRun], questions: dict[str, dict[str,
     sql = _Interned()
     out: list[DashRun] = []
     runs.sort(key=lambda r: (r[0].finished_at, r[2], r[1], r[0].where))
-    for item, config, suite, results, _board in runs:
+    for item, config, suite, results in runs:
         executes = get_mode(item.mode).executes
         strict_verdict = VERDICTS["execution" if executes else "status"]
         strict = key_passes(results, strict_verdict)
@@ -187,7 +192,7 @@ def dashboard_data(sources: Iterable[SourcedRun], questions: dict[str, dict[str,
             if differences[n] == -1 and difference:
                 differences[n] = texts.number(difference)
         cost = sum(r.cost_usd or 0.0 for r in results)
-        latencies = sorted(r.latency_s for r in results if not r.warmup)
+        latencies = [r.latency_s for r in results if not r.warmup]
         out.append(DashRun(
             id=f"{item.source}:{item.where}#{suite}/{config}", source=item.source, where=item.where,
             suite=suite, config=config, mode=item.mode, recorded_at=item.finished_at,
@@ -198,7 +203,7 @@ def dashboard_data(sources: Iterable[SourcedRun], questions: dict[str, dict[str,
             robust=_outcomes(robust, suite, ordered, index) if robust is not None else None,
             reasons=reasons, differences=differences, sql=predicted, cost_usd=round(cost, 6),
             unpriced_calls=sum(r.unknown_cost_calls for r in results), case_runs=len(results),
-            latency_p95_s=_p95(latencies)))
+            latency_p95_s=round(percentile(latencies, 95), 4) if latencies else None))
     return DashboardData(cases=ordered, audit=[flags[k] for k in sorted(flags)], runs=out, reasons=texts.items,
                          sql=sql.items, sources=list(folders))
 
@@ -239,12 +244,6 @@ def _outcomes(passes: dict[str, bool], suite: str, cases: list[DashCase], index:
     return "".join(chars)
 
 
-def _p95(values: list[float]) -> float | None:
-    if not values:
-        return None
-    return round(values[min(len(values) - 1, int(0.95 * len(values)))], 4)
-
-
 class _Interned:
     """Texts kept once, in first-seen order, each referred to by its number."""
 
@@ -280,13 +279,8 @@ def build_dashboard(records: Iterable[Path], warehouses: Iterable[Path], suites:
     folders are named relative to ``root`` (the project) where they lie in it, so the same runs
     give the same page in any checkout."""
     records, warehouses = list(records), list(warehouses)
-    sources = read_sources(records, warehouses)
-    data = dashboard_data(sources, suite_questions(suites),
-                          folders=[_shown(p, root) for p in [*records, *warehouses]])
-    if only_suite is None:
-        return data
-    keep = [n for n, case in enumerate(data.cases) if case.suite == only_suite]
-    return _narrowed(data, keep, [r for r in data.runs if r.suite == only_suite])
+    return dashboard_data(read_sources(records, warehouses), suite_questions(suites),
+                          folders=[_shown(p, root) for p in [*records, *warehouses]], only_suite=only_suite)
 
 
 def _shown(folder: Path, root: Path | None) -> str:
@@ -296,26 +290,6 @@ def _shown(folder: Path, root: Path | None) -> str:
         except ValueError:
             pass
     return str(folder)
-
-
-def _narrowed(data: DashboardData, keep: list[int], runs: list[DashRun]) -> DashboardData:
-    """The data cut to the cases at ``keep`` (and the runs given), texts renumbered."""
-    texts, sql = _Interned(), _Interned()
-
-    def pick(chars: str | None) -> str | None:
-        return None if chars is None else "".join(chars[n] for n in keep)
-
-    out = []
-    for run in runs:
-        out.append(run.model_copy(update={
-            "strict": pick(run.strict), "lenient": pick(run.lenient), "robust": pick(run.robust),
-            "reasons": [texts.number(data.reasons[run.reasons[n]]) if run.reasons[n] >= 0 else -1 for n in keep],
-            "differences": [texts.number(data.reasons[run.differences[n]]) if run.differences[n] >= 0 else -1
-                            for n in keep],
-            "sql": [sql.number(data.sql[run.sql[n]]) if run.sql[n] >= 0 else -1 for n in keep]}))
-    suites = {data.cases[n].suite for n in keep}
-    return DashboardData(cases=[data.cases[n] for n in keep], audit=[f for f in data.audit if f.suite in suites],
-                         runs=out, reasons=texts.items, sql=sql.items, sources=data.sources)
 
 
 # ---------------------------------------------------------------- the page

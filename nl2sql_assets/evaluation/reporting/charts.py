@@ -165,16 +165,15 @@ def chart_svg(chart: Chart) -> str:
     out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" stroke="#999"/>')
     for n, (config, samples) in enumerate(chart.series.items()):
         colour = PALETTE[n % len(PALETTE)]
-        banded = [s for s in samples if s.low is not None and s.high is not None]
-        if banded:
-            upper = [f"{_num(x(s.at))},{_num(y(s.high))}" for s in banded]  # type: ignore[arg-type]
-            lower = [f"{_num(x(s.at))},{_num(y(s.low))}" for s in reversed(banded)]  # type: ignore[arg-type]
-            if len(banded) == 1:  # one sample: the interval as a bar
-                s = banded[0]
-                out.append(f'<line x1="{_num(x(s.at))}" x2="{_num(x(s.at))}" y1="{_num(y(s.low))}" '  # type: ignore[arg-type]
-                           f'y2="{_num(y(s.high))}" stroke="{colour}" stroke-width="6" stroke-opacity="0.25"/>')  # type: ignore[arg-type]
-            else:
-                out.append(f'<polygon points="{" ".join(upper + lower)}" fill="{colour}" fill-opacity="0.15"/>')
+        band = [(s.at, s.low, s.high) for s in samples if s.low is not None and s.high is not None]
+        if len(band) == 1:  # one sample: the interval as a bar
+            at, low, high = band[0]
+            out.append(f'<line x1="{_num(x(at))}" x2="{_num(x(at))}" y1="{_num(y(low))}" y2="{_num(y(high))}" '
+                       f'stroke="{colour}" stroke-width="6" stroke-opacity="0.25"/>')
+        elif band:
+            upper = [f"{_num(x(at))},{_num(y(high))}" for at, _, high in band]
+            lower = [f"{_num(x(at))},{_num(y(low))}" for at, low, _ in reversed(band)]
+            out.append(f'<polygon points="{" ".join(upper + lower)}" fill="{colour}" fill-opacity="0.15"/>')
         line = " ".join(f"{_num(x(s.at))},{_num(y(s.value))}" for s in samples)
         if len(samples) > 1:
             out.append(f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2"/>')

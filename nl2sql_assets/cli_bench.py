@@ -174,6 +174,11 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
               f"lenient {rates.lenient.text()} ({rates.lenient.passed}/{rates.lenient.total})")
     if report.reasons:
         print("failures: " + ", ".join(f"{reason} {n}" for reason, n in report.reasons.items()))
+    if report.gold_errors:
+        shown = ", ".join(report.gold_errors[:10]) + (f" and {len(report.gold_errors) - 10} more"
+                                                      if len(report.gold_errors) > 10 else "")
+        print(f"{len(report.gold_errors)} case(s) with a gold error, in no rate (their gold SQL did not run: "
+              f"eval audit SUITE says why): {shown}")
     if report.execution_neighbours is not None:
         robust = report.execution_neighbours
         overturned = [g for g in report.cases if g.overturned_on]

@@ -11,16 +11,18 @@ from nl2sql_assets.datasources.base import DatasourceAdapter
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 
 
-def open_adapter(cfg: DatasourceConfig) -> DatasourceAdapter:
-    """The adapter for ``cfg.engine``; DuckDB is imported only when a DuckDB datasource is used."""
+def open_adapter(cfg: DatasourceConfig, *, bulk: bool = False) -> DatasourceAdapter:
+    """The adapter for ``cfg.engine``; DuckDB is imported only when a DuckDB datasource is used.
+    ``bulk``: one reader for thousands of statements (the prediction grader), each checked by the
+    database's own rules only."""
     if cfg.engine == "sqlite":
         from nl2sql_assets.datasources.sqlite import SqliteAdapter
 
-        return SqliteAdapter(cfg)
+        return SqliteAdapter(cfg, bulk=bulk)
     if cfg.engine == "duckdb":
         from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
 
-        return DuckDBAdapter(cfg)
+        return DuckDBAdapter(cfg, bulk=bulk)
     raise ConfigError(f"datasource {cfg.id!r}: unknown engine {cfg.engine!r} (expected sqlite or duckdb)")
 
 

@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,8 @@ class CaseGrade(BaseModel):
     lenient: Verdict
     error_code: str | None = None
     elapsed_ms: float = 0.0
+    #: the reviewed answer the prediction matched: ``rows`` (the gold) or ``alt_sql[i]``
+    matched: str | None = None
     #: graded on neighbours too: a strict pass on the original that holds on every kept
     #: neighbour, or ``fails_on_neighbour`` (None where the run had no neighbours)
     neighbour_robust: Verdict | None = None
@@ -88,12 +91,16 @@ class GradeReport(BaseModel):
 
     suite: str
     predictions: str
+    #: predictions graded: every gradable case but those whose gold has no rows (``gold_errors``)
     graded: int
     execution: Rate
     execution_lenient: Rate
     by_difficulty: dict[str, DifficultyRates] = Field(default_factory=dict)
     reasons: dict[str, int] = Field(default_factory=dict)  # strict reason -> count, failures only
     errors: dict[str, int] = Field(default_factory=dict)  # error code -> count
+    #: cases whose gold SQL failed or was cut (reason ``gold_error``): neither the prediction's
+    #: failure nor its pass, so in no rate; the gold audit (``eval audit``) says why
+    gold_errors: list[str] = Field(default_factory=list)
     workers: int
     seconds: float
     #: the comparator's version and rules (``comparison.comparator_settings``)
@@ -183,18 +190,39 @@ def _from_lines(path: Path, text: str, cases: Sequence[EvalCase]) -> dict[str, s
 
 # ---------------------------------------------------------------- the workers
 
+@dataclass(frozen=True)
+class GoldSide:
+    """What a prediction is graded against: the case's datasource, its accepted answers (the gold
+    first, then each reviewed alternative: label, stored rows or None, and the SQL that makes them
+    when none are stored) and whether row order counts."""
+
+    datasource: str
+    answers: tuple[tuple[str, list[list[Any]] | None, str], ...]
+    order_matters: bool
+
+    @classmethod
+    def of(cls, case: EvalCase) -> GoldSide:
+        from nl2sql_assets.evaluation.judging.answers import GOLD_LABEL, alternative_label
+
+        stored = [list(r.values()) for r in case.rows] if case.rows is not None else None
+        answers = [(GOLD_LABEL, stored, case.sql or "")]
+        for i, sql in enumerate(case.alt_sql, start=1):
+            alt = case.alt_rows[i - 1] if i <= len(case.alt_rows) else None
+            answers.append((alternative_label(i), [list(r.values()) for r in alt] if alt is not None else None, sql))
+        return cls(case.datasources[0], tuple(answers), case.order_matters)
+
+
 # One worker's state: the gold side of every case, the datasource configs, its open adapters.
-_GOLD: list[tuple[str, list[list[Any]] | None, str, bool]] = []
+_GOLD: list[GoldSide] = []
 _CONFIGS: dict[str, DatasourceConfig] = {}
 _ADAPTERS: dict[str, Any] = {}
-_LIVE_GOLD: dict[int, Any] = {}
+_LIVE_GOLD: dict[int, list[tuple[str, list[list[Any]]]] | str] = {}
 
 Task = tuple[int, str | None]  # (case index, predicted SQL)
-Outcome = tuple[int, bool, str, str, bool, str, str, str | None, float]
+Outcome = tuple[int, bool, str, str, bool, str, str, str | None, float, str | None]
 
 
-def _init_worker(gold: list[tuple[str, list[list[Any]] | None, str, bool]],
-                 configs: dict[str, DatasourceConfig]) -> None:
+def _init_worker(gold: list[GoldSide], configs: dict[str, DatasourceConfig]) -> None:
     global _GOLD, _CONFIGS, _ADAPTERS, _LIVE_GOLD
     _GOLD, _CONFIGS, _ADAPTERS, _LIVE_GOLD = gold, configs, {}, {}
 
@@ -202,60 +230,72 @@ def _init_worker(gold: list[tuple[str, list[list[Any]] | None, str, bool]],
 def _adapter(datasource: str) -> Any:
     adapter = _ADAPTERS.get(datasource)
     if adapter is None:
-        cfg = _CONFIGS[datasource]
-        if cfg.engine == "sqlite":
-            from nl2sql_assets.datasources.sqlite import SqliteAdapter
+        from nl2sql_assets.datasources.registry import open_adapter
 
-            adapter = SqliteAdapter(cfg, bulk=True)  # one connection for all of this worker's pairs
-        else:
-            from nl2sql_assets.datasources.registry import open_adapter
-
-            adapter = open_adapter(cfg)
+        # one connection for all of this worker's pairs, each statement checked by the engine's own rules
+        adapter = open_adapter(_CONFIGS[datasource], bulk=True)
         _ADAPTERS[datasource] = adapter
     return adapter
 
 
-def _gold_rows(index: int) -> list[list[Any]] | str:
-    """The case's gold rows: stored, or its gold SQL run once in this worker; a str says why none."""
-    datasource, rows, sql, _ = _GOLD[index]
-    if rows is not None:
-        return rows
+def _answers(index: int) -> list[tuple[str, list[list[Any]]]] | str:
+    """The case's accepted answers (label, rows): stored, or their SQL run once in this worker; a
+    str says why the gold has none. An alternative whose SQL fails here is left out."""
+    side = _GOLD[index]
+    if all(rows is not None for _, rows, _ in side.answers):
+        return [(label, rows) for label, rows, _ in side.answers]  # type: ignore[misc]
     if index not in _LIVE_GOLD:
         from nl2sql_assets.datasources.base import DatasourceError
 
-        try:
-            out = _adapter(datasource).execute(sql)
-            _LIVE_GOLD[index] = "the gold result was cut at the row limit" if out.truncated else out.rows
-        except DatasourceError as exc:
-            _LIVE_GOLD[index] = f"the gold SQL failed: {exc}"
+        out: list[tuple[str, list[list[Any]]]] = []
+        for position, (label, rows, sql) in enumerate(side.answers):
+            if rows is None:
+                try:
+                    result = _adapter(side.datasource).execute(sql)
+                except DatasourceError as exc:
+                    if position == 0:
+                        out = []
+                        _LIVE_GOLD[index] = f"the gold SQL failed: {exc}"
+                        break
+                    continue
+                if result.truncated:
+                    if position == 0:
+                        _LIVE_GOLD[index] = "the gold result was cut at the row limit"
+                        break
+                    continue
+                rows = result.rows
+            out.append((label, rows))
+        else:
+            _LIVE_GOLD[index] = out
     return _LIVE_GOLD[index]
 
 
 def _grade(task: Task) -> Outcome:
     from nl2sql_assets.datasources.base import DatasourceError
-    from nl2sql_assets.evaluation.judging.comparison import explain_lenient, explain_strict
+    from nl2sql_assets.evaluation.judging.answers import match_answers
 
     index, sql = task
     started = time.perf_counter()
     if sql is None or not sql.strip():
         message = "no prediction for this case" if sql is None else "the prediction is empty"
-        return (index, False, "no_prediction", message, False, "no_prediction", message, "NO_PREDICTION", 0.0)
-    gold = _gold_rows(index)
-    if isinstance(gold, str):
-        return (index, False, "gold_error", gold, False, "gold_error", gold, "GOLD_ERROR", 0.0)
+        return (index, False, "no_prediction", message, False, "no_prediction", message, "NO_PREDICTION", 0.0,
+                None)
+    answers = _answers(index)
+    if isinstance(answers, str):
+        return (index, False, GOLD_ERROR, answers, False, GOLD_ERROR, answers, "GOLD_ERROR", 0.0, None)
     try:
-        out = _adapter(_GOLD[index][0]).execute(sql)
+        out = _adapter(_GOLD[index].datasource).execute(sql)
     except DatasourceError as exc:
         elapsed = (time.perf_counter() - started) * 1000.0
         message = str(exc)
-        return (index, False, "execution_error", message, False, "execution_error", message, exc.code, elapsed)
-    order_matters = _GOLD[index][3]
-    strict = explain_strict(gold, out.rows, order_matters)
-    lenient = explain_lenient(gold, out.rows, order_matters) if not strict.passed else strict
+        return (index, False, "execution_error", message, False, "execution_error", message, exc.code, elapsed,
+                None)
+    verdict = match_answers(answers, out.rows, _GOLD[index].order_matters)
+    strict, lenient = verdict.strict, verdict.lenient
     elapsed = (time.perf_counter() - started) * 1000.0
     code = "ROW_LIMIT" if out.truncated and not strict.passed else None
     return (index, strict.passed, strict.reason, strict.message, lenient.passed, lenient.reason, lenient.message,
-            code, elapsed)
+            code, elapsed, verdict.matched or verdict.lenient_matched)
 
 
 def _grade_chunk(tasks: list[Task]) -> list[Outcome]:
@@ -286,11 +326,10 @@ def grade(suite: EvalSuite, predictions: dict[str, str], configs: dict[str, Data
     missing = sorted({c.datasources[0] for c in cases} - set(configs))
     if missing:
         raise UserError(f"the suite's cases read datasource(s) {missing} that the project does not configure")
-    gold = [(c.datasources[0], [list(r.values()) for r in c.rows] if c.rows is not None else None, c.sql or "",
-             c.order_matters) for c in cases]
+    gold = [GoldSide.of(c) for c in cases]
     # Cases of one database next to each other: a chunk then touches few connections.
     tasks: list[Task] = sorted(((i, predictions.get(c.id)) for i, c in enumerate(cases)),
-                               key=lambda t: (gold[t[0]][0], t[0]))
+                               key=lambda t: (gold[t[0]].datasource, t[0]))
     workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
     outcomes: list[Outcome] = []
     if workers == 1 or len(tasks) < POOL_THRESHOLD:
@@ -309,26 +348,37 @@ def grade(suite: EvalSuite, predictions: dict[str, str], configs: dict[str, Data
     grades = [
         CaseGrade(case_id=cases[i].id, datasource=cases[i].datasources[0], difficulty=cases[i].difficulty_label,
                   sql=predictions.get(cases[i].id), strict=Verdict(passed=sp, reason=sr, message=sm),
-                  lenient=Verdict(passed=lp, reason=lr, message=lm), error_code=code, elapsed_ms=round(ms, 3))
-        for i, sp, sr, sm, lp, lr, lm, code, ms in outcomes
+                  lenient=Verdict(passed=lp, reason=lr, message=lm), error_code=code, elapsed_ms=round(ms, 3),
+                  matched=matched)
+        for i, sp, sr, sm, lp, lr, lm, code, ms, matched in outcomes
     ]
     return _report(suite, predictions_name, grades, workers, time.perf_counter() - started)
 
 
+GOLD_ERROR = "gold_error"
+
+
+def is_graded(g: CaseGrade) -> bool:
+    """Whether a case counts in the rates: not when its own gold could not be run."""
+    return g.strict.reason != GOLD_ERROR
+
+
 def _report(suite: EvalSuite, name: str, grades: list[CaseGrade], workers: int, seconds: float) -> GradeReport:
-    strict = sum(g.strict.passed for g in grades)
-    lenient = sum(g.lenient.passed for g in grades)
+    scored = [g for g in grades if is_graded(g)]
+    strict = sum(g.strict.passed for g in scored)
+    lenient = sum(g.lenient.passed for g in scored)
     by: dict[str, list[CaseGrade]] = {}
-    for g in grades:
+    for g in scored:
         by.setdefault(g.difficulty or "unlabelled", []).append(g)
     return GradeReport(
-        suite=suite.name or "suite", predictions=name, graded=len(grades),
-        execution=Rate.of(strict, len(grades)), execution_lenient=Rate.of(lenient, len(grades)),
+        suite=suite.name or "suite", predictions=name, graded=len(scored),
+        gold_errors=[g.case_id for g in grades if not is_graded(g)],
+        execution=Rate.of(strict, len(scored)), execution_lenient=Rate.of(lenient, len(scored)),
         by_difficulty={label: DifficultyRates(strict=Rate.of(sum(g.strict.passed for g in gs), len(gs)),
                                               lenient=Rate.of(sum(g.lenient.passed for g in gs), len(gs)))
                        for label, gs in sorted(by.items())},
-        reasons=dict(Counter(g.strict.reason for g in grades if not g.strict.passed).most_common()),
-        errors=dict(Counter(g.error_code for g in grades if g.error_code).most_common()),
+        reasons=dict(Counter(g.strict.reason for g in scored if not g.strict.passed).most_common()),
+        errors=dict(Counter(g.error_code for g in scored if g.error_code).most_common()),
         workers=workers, seconds=round(seconds, 3), comparator=comparator_settings(), cases=grades,
     )
 
@@ -363,13 +413,13 @@ def grade_on_neighbours(report: GradeReport, suite: EvalSuite, cases: Sequence[E
     finally:
         for judge in judges.values():
             judge.close()
-    robust = sum(1 for g in graded if g.neighbour_robust is not None and g.neighbour_robust.passed)
+    robust = sum(1 for g in graded if is_graded(g) and g.neighbour_robust is not None and g.neighbour_robust.passed)
     from nl2sql_assets.evaluation.neighbours.audit import audit_suite
 
     ids = {c.id for c in cases}
     audit = [f.model_dump() for f in audit_suite(config, name, suite, settings, sets=sets).flags if f.case in ids]
     return report.model_copy(update={
-        "cases": graded, "execution_neighbours": Rate.of(robust, len(graded)),
+        "cases": graded, "execution_neighbours": Rate.of(robust, sum(1 for g in graded if is_graded(g))),
         "neighbour_sets": [{**kept.manifest.model_dump(), "folder": str(kept.home)} for kept in sets.values()],
         "gold_audit": audit,
     })

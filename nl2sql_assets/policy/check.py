@@ -20,6 +20,10 @@ from nl2sql_assets.policy.rules import RULES, PolicyContext, PolicyRule
 
 GENERIC_REFUSAL = "You are not allowed to see the data this question needs."
 
+POLICY_CHECK_VERSION = 1
+"""Bumped whenever a rule of the final-SQL check changes what it allows or refuses: reports and
+records carry it, and the gate compares no two runs checked by different versions."""
+
 
 class PolicyDecision(BaseModel):
     """The verdict on one statement for one role.

@@ -5,6 +5,7 @@ How fast they are is measured by scripts/bench_building_blocks.py, not here."""
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from datetime import date, datetime
 from decimal import Decimal
@@ -26,8 +27,9 @@ from nl2sql_assets.evaluation.judging.comparison import (
 )
 
 
-def test_comparator_version_is_recorded_as_2() -> None:
-    assert COMPARATOR_VERSION == 2  # 2: precision-aware tolerance, constant gold columns, column_order
+def test_comparator_version_is_recorded_as_3() -> None:
+    # 2: precision-aware tolerance, constant gold columns, column_order; 3: infinities are values
+    assert COMPARATOR_VERSION == 3
 
 
 # ---------------------------------------------------------------- cell equality (strict)
@@ -71,6 +73,16 @@ CELLS = [
     (float("nan"), float("nan"), True, "NaN equals NaN"),
     (float("nan"), 1.0, False, "NaN equals nothing else"),
     (float("inf"), float("inf"), True, "infinity equals itself"),
+    (-math.inf, -math.inf, True, "minus infinity equals itself"),
+    (13, math.inf, False, "an infinity is within no tolerance of a count"),
+    (math.inf, 13, False, "a gold infinity is not a number"),
+    (1e308, math.inf, False, "nor of the largest float"),
+    (math.inf, -math.inf, False, "infinities of opposite signs differ"),
+    (13, "1e999", False, "a spelled number that overflows to infinity"),
+    (math.inf, math.nan, False, "an infinity is not NaN"),
+    (math.nan, -math.inf, False, "NaN is not an infinity"),
+    (Decimal("Infinity"), math.inf, True, "Decimal infinity is the float one"),
+    (Decimal("NaN"), 0, False, "Decimal NaN is no number"),
     ("2009", "2009-01-01", False, "period labels are lenient only"),
     ("1e3", 1000, True, "exponent notation spells a number"),
     # The tolerance follows the gold value's precision: half a cent for two decimals or fewer.
@@ -126,6 +138,11 @@ ROWS = [
         "sorting by the number would pair the wrong rows",
     ),
     ([[None, 1]], [[0, 1]], False, False, "NULL is not 0 inside a row"),
+    ([["USA", 13], ["Canada", 8]], [["Canada", math.inf], ["USA", math.inf]], False, False,
+     "a constant infinity answers no count (SELECT Country, 1e999 ... GROUP BY Country)"),
+    ([[math.inf, "a"], [-math.inf, "a"], [1.0, "a"]], [[1.0, "a"], [-math.inf, "a"], [math.inf, "a"]], False,
+     True, "infinities of both signs are paired with their own"),
+    ([[math.inf, "a"], [1.0, "a"]], [[1.0, "a"], [-math.inf, "a"]], False, False, "a sign flipped"),
 ]
 
 
@@ -407,6 +424,22 @@ LENIENT = [
         True,
         (1,),
         "tolerance applies to lenient matching",
+    ),
+    (
+        [["USA", 13], ["Canada", 8]],
+        [["Canada", math.inf, 8], ["USA", math.inf, 12]],
+        False,
+        False,
+        None,
+        "an infinite column answers no count, leniently either",
+    ),
+    (
+        [[math.inf], [2.0]],
+        [["x", 2.0], ["y", math.inf]],
+        False,
+        True,
+        (1,),
+        "an infinity in the gold column is answered by the same infinity",
     ),
 ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import date
 from decimal import Decimal
 
@@ -208,3 +209,19 @@ def test_scale_words() -> None:
     assert check_faithfulness("About 1.2 million.", ["N"], rows).faithful
     assert not check_faithfulness("About 1.3 million.", ["N"], rows).faithful
     assert check_faithfulness("About 1,235 thousand.", ["N"], rows).faithful
+
+
+INFINITIES_AND_NAN = [
+    # rows, answer, faithful: an infinity or NaN is a value of its own, never a finite number
+    ([["USA", math.inf], ["Canada", 8]], "USA has 13 customers.", False),
+    ([["USA", math.inf], ["Canada", 8]], "Canada has 8 customers.", True),
+    ([["USA", 13.0], ["Canada", math.inf]], "21 customers in all.", False),  # no sum over an infinity
+    ([["USA", -math.inf], ["Canada", 8]], "USA has -5 customers.", False),
+    ([["USA", math.nan], ["Canada", 8]], "USA has 0 customers.", False),
+    ([["USA", Decimal("Infinity")], ["Canada", Decimal("NaN")]], "USA has 13 customers.", False),
+]
+
+
+@pytest.mark.parametrize(("rows", "answer", "faithful"), INFINITIES_AND_NAN)
+def test_infinities_and_nan_back_no_finite_number(rows: list, answer: str, faithful: bool) -> None:
+    assert check_faithfulness(answer, ["Country", "Customers"], rows).faithful is faithful

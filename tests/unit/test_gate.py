@@ -230,6 +230,26 @@ def test_series_breaks(changed: dict, words: str) -> None:
     assert result.compared == [] and result.regressions == []
 
 
+@pytest.mark.parametrize(("field", "words"), [
+    ("comparator_version", "another comparator version"),
+    ("policy_check_version", "another final-SQL policy check version"),
+])
+def test_a_baseline_judged_by_another_version_is_not_comparable(field: str, words: str) -> None:
+    base = report(cases(3), mode="plans").model_copy(update={field: 1})
+    now = report(cases(3), mode="plans", day=2).model_copy(update={field: 2})
+    result = gate(now, base)
+    assert not result.ok and result.compared == []
+    assert result.series_break is not None and words in result.series_break
+    assert "version 1, the run by version 2" in result.series_break and "eval publish" in result.series_break
+    # a record carries the version too, and the gate reads it there
+    record = records_from_report(base)[0]
+    assert getattr(record, field) == 1
+    assert words in (gate(now, record).series_break or "")
+    # retrieval compares no rows and checks no final SQL: another version there is the same series
+    assert gate(report(cases(3), mode="retrieval", day=2).model_copy(update={field: 2}),
+                report(cases(3), mode="retrieval").model_copy(update={field: 1})).series_break is None
+
+
 def test_roles_must_match_in_mode_plans_too() -> None:
     result = gate(report(cases(3), mode="plans", roles=("analyst", "viewer")), report(cases(3), mode="plans"))
     assert result.series_break is not None and "roles" in result.series_break
@@ -445,6 +465,17 @@ def test_the_gate_reads_the_verdict_it_is_told(now: dict[str, tuple[str, bool | 
 def test_other_neighbour_settings_are_another_series(run_seed: int | None, base_seed: int | None) -> None:
     result = gate(neighbours_report(BASE, seed=run_seed, day=2), neighbours_report(BASE, seed=base_seed))
     assert result.series_break is not None and "other neighbour databases" in result.series_break
+
+
+def test_neighbours_made_by_another_generator_version_are_not_comparable() -> None:
+    base = neighbours_report(BASE)
+    now = neighbours_report(BASE, day=2)
+    assert now.neighbours is not None
+    now = now.model_copy(update={"neighbours": now.neighbours.model_copy(update={"generator_version": 3})})
+    result = gate(now, base)
+    assert result.series_break is not None
+    assert "another neighbour generator version" in result.series_break
+    assert "generator version 2, the run by version 3" in result.series_break
 
 
 def test_the_neighbours_verdict_on_a_run_without_neighbours_says_so() -> None:

@@ -67,7 +67,8 @@ def case(
             "status": "approved",
             "outcome": outcome,
             "sql": "-- gold sql" if plan is not None else None,
-            "rows": rows,
+            # an approved answer case a role may answer carries its rows; these tests read no verdict
+            "rows": rows if rows is not None or plan is None else [],
             "plan": plan,
         }
     )

@@ -10,7 +10,7 @@ import pytest
 from nl2sql_assets import paths
 from nl2sql_assets.config import DatasourceConfig
 from nl2sql_assets.datasources.registry import DatasourceRegistry
-from nl2sql_assets.evaluation.suites import SuiteError, load_suite
+from nl2sql_assets.evaluation.suites import SuiteError, load_suite, parse_suite
 from nl2sql_assets.evaluation.suites.regenerate import PackagedSuiteError, RegenerateReport, regenerate
 
 
@@ -78,6 +78,8 @@ cases:
   status: approved
   outcome: {admin: allowed}
   sql: SELECT 1 AS one
+  rows:
+  - {one: 1}
 - id: draft
   question: Not reviewed, so never run
   datasources: [chinook]
@@ -102,9 +104,16 @@ def suite_path(tmp_path: Path) -> Path:
 
 
 def test_rows_are_written_in_the_order_the_sql_returns_them(chinook_copy: Path, suite_path: Path) -> None:
-    # The new alternatives have no rows yet: the file cannot be loaded for a run ...
-    with pytest.raises(SuiteError, match="case genres: alt_rows: needs one entry per alt_sql"):
+    # The new cases and alternatives have no rows yet: the file cannot be loaded for a run ...
+    with pytest.raises(SuiteError, match=r"case genres: rows: an approved case a role may answer .* run "
+                                         r"`nl2sql-assets eval regenerate FILE`"):
         load_suite(suite_path)
+    # (a case with its rows but not its alternatives' is refused the same way, naming alt_rows)
+    with_rows = suite_path.read_text().replace(
+        "    SELECT Name FROM Genre ORDER BY GenreId DESC LIMIT 3\n",
+        "    SELECT Name FROM Genre ORDER BY GenreId DESC LIMIT 3\n  rows:\n  - {Name: x}\n")
+    with pytest.raises(SuiteError, match="case genres: alt_rows: needs one entry per alt_sql"):
+        parse_suite(with_rows, suite_path)
     report = regenerate(suite_path, _registry(chinook_copy))
     suite = load_suite(suite_path)  # ... and after regenerate it can
 
@@ -305,7 +314,10 @@ cases:
     assert [(f.case_id, f.reason) for f in report.failed] == [
         ("b", "paraphrase_group pg_genres: its rows differ from those of case a (cases of one group ask the same "
               "thing and return the same rows)")]
-    suite = load_suite(path)
+    # b has no rows to grade against: it cannot be loaded for a run until its conflict is settled
+    with pytest.raises(SuiteError, match=r"case b: rows: .* eval regenerate"):
+        load_suite(path)
+    suite = load_suite(path, allow_stale_rows=True)
     assert suite.case("a").rows == [{"genres": 25}] and suite.case("b").rows is None
     # Written by hand, the same conflict is an error of the file naming both cases.
     path.write_text(path.read_text().replace(

@@ -48,7 +48,8 @@ def _baseline(item: EvalReport | BenchmarkRecord) -> Baseline:
     return Baseline(label=f"record {item.config.name} ({item.recorded_at:%Y-%m-%d})", mode=mode, digests=digests,
                     fingerprints=fingerprints, roles=tuple(sorted(item.roles)), curated=item.curated,
                     boards={item.config.name: item.scoreboard}, incomplete=item.incomplete,
-                    suites={d.digest: d.name for d in item.datasets}, neighbours=neighbours)
+                    suites={d.digest: d.name for d in item.datasets}, neighbours=neighbours,
+                    comparator_version=item.comparator_version, policy_check_version=item.policy_check_version)
 
 
 # ---------------------------------------------------------------- finding the baseline

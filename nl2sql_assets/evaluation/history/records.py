@@ -120,6 +120,8 @@ class BenchmarkRecord(StrictModel):
     metrics: Metrics
     scoreboard: Board
     comparator_version: int = 1
+    #: the final-SQL policy check's version (1 in records made before it was kept)
+    policy_check_version: int = 1
     #: the neighbour databases every pass was also graded on (settings, versions, each set's key);
     #: part of the series: another seed, K or generator starts a new one
     neighbours: NeighbourRun | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -231,6 +233,7 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
         ),
         scoreboard=compact_board(board),
         comparator_version=report.comparator_version,
+        policy_check_version=report.policy_check_version,
         neighbours=report.neighbours,
         gold_audit=list(report.gold_audit),
     )

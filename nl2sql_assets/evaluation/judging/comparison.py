@@ -24,6 +24,8 @@ Strict names a result whose rows are the gold rows with the columns in another o
 Cell equality (both readings):
 
 * NULL equals only NULL: it is not 0 and not ''.
+* NaN equals only NaN, and an infinity only the infinity of the same sign: they are values,
+  never within a tolerance of a finite number.
 * Numbers are equal within a tolerance read off the gold value (``gold_tolerance``): half a
   cent (``TOLERANCE``, 0.005, inclusive) for gold written to at most two decimals, the rule of
   suites whose gold rows are rounded to cents; half a unit of the last decimal for gold that
@@ -60,10 +62,11 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-COMPARATOR_VERSION = 2
+COMPARATOR_VERSION = 3
 """Bumped whenever a rule changes what passes; every case record carries it. 2: the numeric
 tolerance follows the gold value's precision; a constant column may answer a constant gold
-column; strict reports ``column_order``."""
+column; strict reports ``column_order``. 3: an infinity equals only the infinity of its sign
+(no tolerance reaches it: a relative tolerance of an infinite value is infinite)."""
 
 TOLERANCE = 0.005
 """Absolute numeric tolerance for gold written to at most two decimals (half a cent)."""
@@ -78,6 +81,8 @@ _TOL = TOLERANCE + 1e-9
 # How many column-assignment steps the lenient search may take before giving up; with the
 # column cap (at most 2g or g+2 result columns) and pruning it never comes near this.
 _SEARCH_LIMIT = 20_000
+
+_INFINITIES = (math.inf, -math.inf)
 
 # Reason codes (``Comparison.reason``).
 MATCH = "match"
@@ -121,6 +126,7 @@ def comparator_settings() -> dict[str, Any]:
         "float_noise": FLOAT_NOISE,
         "numbers_equal_spelled_numbers": True,
         "null_equals_only_null": True,
+        "nan_and_infinities": "NaN equals only NaN, an infinity only the infinity of its sign",
         "lenient_column_cap": "max(2g, g+2)",
         "lenient_constant_columns": "answer only a gold column that is constant too (off on one row)",
         "lenient_period_labels": True,
@@ -265,12 +271,14 @@ def _num_eq(gold: int | float, got: int | float, spelled: str | None = None) -> 
         return True
     if type(gold) is int and type(got) is int:
         return False  # exact integers: no float rounding, no tolerance needed
+    if gold != gold or got != got:  # NaN: equal only to NaN
+        return gold != gold and got != got
+    if gold in _INFINITIES or got in _INFINITIES:
+        return False  # an infinity equals only itself (caught above): no tolerance reaches it
     try:
         diff = abs(gold - got)
     except OverflowError:  # an int too large for a float against a float
         return False
-    if diff != diff:  # NaN: equal only to NaN
-        return gold != gold and got != got
     if diff <= _TOL and diff <= _tolerance(gold, spelled):
         return True
     try:
@@ -491,8 +499,8 @@ def _pick_window(
             hv = [_window_value(got[j][p]) for j in hj]
         except OverflowError:
             continue
-        if any(v != v for v in gv) or any(v != v for v in hv):
-            continue
+        if any(v != v or v in _INFINITIES for v in gv) or any(v != v or v in _INFINITIES for v in hv):
+            continue  # a window around an infinity is every value: compare every pair instead
         distinct = len(set(gv))
         if distinct > best_distinct:
             best, best_distinct = p, distinct

@@ -13,7 +13,14 @@ Per case of a suite (answer cases with gold SQL on one datasource), a flag for e
 - ``alternative_disagrees``: a reviewed alternative's rows differ from the gold's on a kept
   neighbour (it may answer a different question);
 - ``fails_on_neighbour``: the gold itself fails on a kept neighbour (that database tells nothing of
-  the case).
+  the case);
+- ``gold_unparsable``: the product's SQL reader (sqlglot, in the datasource's dialect) cannot read
+  the gold, so no near-miss mutant, literal or tie probe is made of it (the database may still run
+  it: then it is graded as usual);
+- ``gold_fails``: the database rejects the gold on the original: a prediction is never graded
+  against it (``eval grade`` reports such a case as a gold error, in no rate).
+
+Every message starts with the suite file, the line of the case's ``sql`` and the case.
 
 The last three come from the set's sidecar (``store``); the others run the gold here.
 """
@@ -48,11 +55,11 @@ SLOW_FLOOR_S = 0.05
 #: times each gold runs on the original; the fastest counts (a cold cache is not the query's)
 TIMED_RUNS = 2
 
-FlagKind = Literal["order_sensitive", "empty_on_original", "slow", "timeout", "same_everywhere",
-                   "alternative_disagrees", "fails_on_neighbour"]
+FlagKind = Literal["gold_unparsable", "gold_fails", "order_sensitive", "empty_on_original", "slow", "timeout",
+                   "same_everywhere", "alternative_disagrees", "fails_on_neighbour"]
 #: every flag, in the order the audit lists them
-KINDS: tuple[FlagKind, ...] = ("order_sensitive", "empty_on_original", "timeout", "slow", "same_everywhere",
-                               "alternative_disagrees", "fails_on_neighbour")
+KINDS: tuple[FlagKind, ...] = ("gold_unparsable", "gold_fails", "order_sensitive", "empty_on_original", "timeout",
+                               "slow", "same_everywhere", "alternative_disagrees", "fails_on_neighbour")
 
 
 class AuditFlag(BaseModel):
@@ -66,6 +73,8 @@ class AuditFlag(BaseModel):
     message: str
     #: the database the finding shows on: "original" or a kept neighbour's file
     where: str | None = None
+    #: ``FILE, line N: case ID``: where the case's gold SQL is written
+    location: str | None = None
 
 
 class GoldAudit(BaseModel):
@@ -105,8 +114,18 @@ def slow_flags(suite: str, times: dict[str, float | None], *, factor: float = SL
     return flags, median
 
 
-def _timed(adapter: Any, sql: str) -> tuple[list[list[Any]] | None, float | None, bool]:
-    """(rows, fastest seconds, timed out) of ``sql`` run ``TIMED_RUNS`` times; rows None where it failed."""
+@dataclass(frozen=True)
+class Timed:
+    """The gold run ``TIMED_RUNS`` times on the original: its rows (None where it failed), the
+    fastest run, whether it ran past the timeout, and the database's error where it failed."""
+
+    rows: list[list[Any]] | None
+    seconds: float | None
+    timed_out: bool = False
+    error: str | None = None
+
+
+def _timed(adapter: Any, sql: str) -> Timed:
     from nl2sql_assets.datasources.base import DatasourceError, QueryTimeout
 
     best: float | None = None
@@ -116,12 +135,12 @@ def _timed(adapter: Any, sql: str) -> tuple[list[list[Any]] | None, float | None
         try:
             rows = adapter.execute(sql).rows
         except QueryTimeout:
-            return None, None, True
-        except DatasourceError:
-            return None, None, False
+            return Timed(None, None, timed_out=True)
+        except DatasourceError as exc:
+            return Timed(None, None, error=str(exc))
         seconds = time.perf_counter() - started
         best = seconds if best is None else min(best, seconds)
-    return rows, best, False
+    return Timed(rows, best)
 
 
 @dataclass(frozen=True)
@@ -143,7 +162,7 @@ def tie_probe(sql: str, dialect: str = "sqlite", order_matters: bool = False) ->
 
     try:
         tree = sqlglot.parse_one(sql, read=dialect)
-    except sqlglot.errors.ParseError:
+    except sqlglot.errors.SqlglotError:
         return None
     order, limit = tree.args.get("order"), tree.args.get("limit")
     if not isinstance(tree, exp.Select) or order is None or tree.args.get("distinct"):
@@ -202,7 +221,7 @@ def _order_sensitive(backwards: Any, sql: str, rows: list[list[Any]] | None, ord
 
 
 #: Bumped whenever the same gold and sets could give other flags: part of a stored audit's key.
-AUDIT_VERSION = 1
+AUDIT_VERSION = 2
 CACHE = "audits"
 
 
@@ -228,7 +247,7 @@ def audit_suite(config: ProjectConfig, suite_name: str, suite: Any, settings: Ne
             pass  # a damaged copy: audited again and written over
         else:  # the sets where they lie now (a copied project's warehouse lies elsewhere)
             return kept.model_copy(update={"sets": {ds: str(k.home) for ds, k in sorted(sets.items())}})
-    audit = _audit(config, suite_name, cases, sets)
+    audit = _audit(config, suite_name, suite, cases, sets)
     from nl2sql_assets.atomic import atomic_write
 
     atomic_write(stored, audit.model_dump_json() + "\n")
@@ -243,7 +262,7 @@ def _audit_key(config: ProjectConfig, suite: Any, sets: dict[str, KeptSet]) -> s
 
     used = sorted({c.datasources[0] for c in neighbour_cases(suite)})
     described = {
-        "version": AUDIT_VERSION, "cases": suite.model_dump(mode="json"),
+        "version": AUDIT_VERSION, "cases": suite.model_dump(mode="json"), "path": str(suite.path),
         "databases": {ds: file_digest(Path(config.datasource(ds).path)) for ds in used
                       if Path(config.datasource(ds).path).is_file()},
         "timeouts": {ds: config.datasource(ds).timeout_s for ds in used},
@@ -252,8 +271,25 @@ def _audit_key(config: ProjectConfig, suite: Any, sets: dict[str, KeptSet]) -> s
     return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def _audit(config: ProjectConfig, suite_name: str, cases: list[Any], sets: dict[str, KeptSet]) -> GoldAudit:
+def unparsable(sql: str, dialect: str) -> str | None:
+    """Why the product's SQL reader cannot read ``sql`` in ``dialect`` (None: it can)."""
+    import sqlglot
+
+    try:
+        sqlglot.parse_one(sql, read=dialect)
+    except sqlglot.errors.ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        where = f" at line {first['line']}, column {first['col']}" if first.get("line") else ""
+        return f"{first.get('description') or 'not SQL'}{where}"
+    except sqlglot.errors.SqlglotError as exc:
+        return " ".join(str(exc).split())
+    return None
+
+
+def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
+           sets: dict[str, KeptSet]) -> GoldAudit:
     from nl2sql_assets.datasources.registry import open_adapter
+    from nl2sql_assets.evaluation.suites.loader import case_location
 
     started = time.perf_counter()
     flags: list[AuditFlag] = []
@@ -272,25 +308,43 @@ def _audit(config: ProjectConfig, suite_name: str, cases: list[Any], sets: dict[
         backwards = [files.open_reversed(p, ds.timeout_s) for p in [Path(ds.path), *paths]]
         try:
             for case in its_cases:
-                rows, seconds, timed_out = _timed(adapter, case.sql)
-                times[case.id] = None if timed_out else seconds
+                location = case_location(suite, case.id, "sql", suite_name)
+
+                def flag(kind: FlagKind, message: str, where: str | None = "original", *,
+                         case: Any = case, location: str = location) -> AuditFlag:
+                    return AuditFlag(suite=suite_name, case=case.id, kind=kind, where=where, location=location,
+                                     message=f"{location}: {message}")
+
+                why = unparsable(case.sql, files.dialect)
+                if why is not None:
+                    flags.append(flag("gold_unparsable", f"the gold cannot be read as {files.dialect} SQL, so no "
+                                      f"near miss is made of it ({why})", None))
+                timed = _timed(adapter, case.sql)
+                if timed.error is not None:
+                    flags.append(flag("gold_fails", f"the database rejects the gold on the original "
+                                      f"({timed.error}): no prediction is graded against it"))
+                    continue
+                rows = timed.rows
+                times[case.id] = None if timed.timed_out else timed.seconds
                 if rows is not None and not rows:
-                    flags.append(AuditFlag(suite=suite_name, case=case.id, kind="empty_on_original", where="original",
-                                           message="the gold returns no row on the original database: any empty "
-                                                   "answer passes"))
+                    flags.append(flag("empty_on_original", "the gold returns no row on the original database: any "
+                                      "empty answer passes"))
                 found = _order_where(rows, case, ["original", *(p.name for p in paths)],
                                      [adapter, *neighbour_adapters], backwards, files.dialect)
                 if found is not None:
-                    flags.append(AuditFlag(suite=suite_name, case=case.id, kind="order_sensitive", where=found[0],
-                                           message=f"the gold leans on the order of equal rows: {found[1]}"))
+                    flags.append(flag("order_sensitive", f"the gold leans on the order of equal rows: {found[1]}",
+                                      found[0]))
                 if kept is not None:
-                    flags += _sidecar_flags(suite_name, case, kept)
+                    flags += [f.model_copy(update={"location": location, "message": f"{location}: {f.message}"})
+                              for f in _sidecar_flags(suite_name, case, kept)]
         finally:
             adapter.close()
             for other in [*neighbour_adapters, *backwards]:
                 other.close()
     found, median = slow_flags(suite_name, times)
-    flags += found
+    for f in found:
+        location = case_location(suite, f.case, "sql", suite_name)
+        flags.append(f.model_copy(update={"location": location, "message": f"{location}: {f.message}"}))
     order = {kind: i for i, kind in enumerate(KINDS)}
     flags.sort(key=lambda f: ([c.id for c in cases].index(f.case), order[f.kind]))
     return GoldAudit(suite=suite_name, cases=len(cases), flags=flags,

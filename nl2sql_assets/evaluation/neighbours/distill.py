@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nl2sql_assets.evaluation.judging.comparison import compare_results
+from nl2sql_assets.evaluation.judging.answers import first_strict_match
 from nl2sql_assets.evaluation.neighbours.formats import format_of, pool_size
 from nl2sql_assets.evaluation.neighbours.mutants import Mutant, mutants
 
@@ -109,9 +109,7 @@ def tells_apart(gold: GoldQuery, accepted: Accepted, other: list[list[Any]] | No
     the strict comparator (a database where the gold fails tells nothing apart)."""
     if accepted is None:
         return False
-    if other is None:
-        return True
-    return not any(rows is not None and compare_results(rows, other, gold.order_matters) for rows in accepted)
+    return first_strict_match(accepted, other, gold.order_matters) is None
 
 
 def separations(golds: Sequence[GoldQuery], made: Mapping[str, Sequence[Mutant] | Sequence[tuple[int, Mutant]]],

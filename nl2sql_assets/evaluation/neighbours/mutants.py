@@ -189,10 +189,14 @@ RULES: dict[str, Rule] = {
 
 
 def mutants(sql: str, dialect: str = "sqlite", rules: dict[str, Rule] | None = None) -> list[Mutant]:
-    """Every one-edit mutant of ``sql`` (each distinct SQL once, never the gold itself)."""
+    """Every one-edit mutant of ``sql`` (each distinct SQL once, never the gold itself); none of
+    SQL the reader cannot parse (the gold audit flags it ``gold_unparsable``)."""
     import sqlglot
 
-    tree = sqlglot.parse_one(sql, read=dialect)
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except sqlglot.errors.SqlglotError:
+        return []
     gold = tree.sql(dialect=dialect)
     seen = {gold}
     out: list[Mutant] = []

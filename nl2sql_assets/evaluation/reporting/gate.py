@@ -65,6 +65,9 @@ class Baseline:
     suites: dict[str, str] = field(default_factory=dict)
     #: the neighbour settings the passes were also graded on (``NeighbourRun.series``; None: none)
     neighbours: tuple[Any, ...] | None = None
+    #: the versions of what judged the case runs: the comparator's and the final-SQL policy check's
+    comparator_version: int = 1
+    policy_check_version: int = 1
 
     @classmethod
     def of_report(cls, report: EvalReport, label: str = "report") -> Baseline:
@@ -72,7 +75,8 @@ class Baseline:
                    fingerprints=tuple(sorted(d.schema_fingerprint for d in report.databases)),
                    roles=tuple(sorted(report.roles)), curated=report.curated, boards=dict(report.configs),
                    incomplete=report.incomplete, suites={s.digest: s.name for s in report.suites},
-                   neighbours=report.neighbours.series() if report.neighbours is not None else None)
+                   neighbours=report.neighbours.series() if report.neighbours is not None else None,
+                   comparator_version=report.comparator_version, policy_check_version=report.policy_check_version)
 
     def narrowed_to(self, run: Baseline) -> Baseline | None:
         """This baseline cut down to the suites of a run that asked fewer of them (one suite's
@@ -131,9 +135,22 @@ def _series_break(run: Baseline, base: Baseline) -> str | None:
     if run.roles != base.roles:
         return (f"other roles: baseline {base.label} ran {', '.join(base.roles) or 'none'}, "
                 f"the run ran {', '.join(run.roles) or 'none'}")
+    if get_mode(run.mode).executes:
+        for what, theirs, ours in (("comparator", base.comparator_version, run.comparator_version),
+                                   ("final-SQL policy check", base.policy_check_version, run.policy_check_version)):
+            if theirs != ours:
+                return (f"another {what} version: baseline {base.label} was judged by {what} version {theirs}, "
+                        f"the run by version {ours}; its verdicts may differ by the rules alone. Re-record the "
+                        f"baseline: run the same evaluation with this version and `nl2sql-assets eval publish` "
+                        f"its report")
     if get_mode(run.mode).uses_curated and run.curated != base.curated:
         return (f"curated answers differ: {'on' if base.curated else 'off'} in baseline {base.label}, "
                 f"{'on' if run.curated else 'off'} in the run")
+    if (run.neighbours is not None and base.neighbours is not None and run.neighbours[:-1] == base.neighbours[:-1]
+            and run.neighbours[-1] != base.neighbours[-1]):
+        return (f"another neighbour generator version: baseline {base.label} was graded on neighbours made by "
+                f"generator version {base.neighbours[-1]}, the run by version {run.neighbours[-1]}. Re-record the "
+                "baseline: run the same evaluation with this version and `nl2sql-assets eval publish` its report")
     if run.neighbours != base.neighbours:
         return (f"other neighbour databases: baseline {base.label} was graded on {_neighbours(base.neighbours)}, "
                 f"the run on {_neighbours(run.neighbours)}")

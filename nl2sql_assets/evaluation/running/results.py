@@ -30,6 +30,20 @@ class PlanTried(StrictModel):
     error: str | None = None
 
 
+class TurnRecord(StrictModel):
+    """A follow-up's earlier turn as it was played (not timed): what the engine returned, and the
+    verdict result_match gave it (None where result_match did not judge the case)."""
+
+    question: str
+    result_status: str
+    error_code: str | None = None
+    sql: str | None = None
+    row_count: int | None = None
+    rows_sha256: str | None = None
+    passed: bool | None = None
+    reason: str | None = None
+
+
 class CaseRecord(StrictModel):
     suite: str
     case_id: str
@@ -88,7 +102,9 @@ class CaseRecord(StrictModel):
     retries: int = 0
     retrieval: dict[str, Any] | None = None
     routed: list[str] | None = None
-    warmup_turns: int = 0  # a follow-up's earlier turns played first (not timed, not scored)
+    warmup_turns: int = 0  # a follow-up's earlier turns played first (not timed)
+    #: each earlier turn of a follow-up, with its verdict (a failed one fails the case)
+    turns: list[TurnRecord] = Field(default_factory=list)
     candidate_count: int = 0  # candidate plans tried (0: one plan, no selection)
     selected_candidate: int | None = None  # which one the selector chose
     first_candidate_status: Verdict | None = None  # the verdict had the first candidate answered
@@ -248,6 +264,8 @@ class RunFacts(StrictModel):
     scorers: list[str] = Field(default_factory=list)
     run_stamp: RunStamp
     comparator_version: int = 1
+    #: the final-SQL policy check's version (``policy.POLICY_CHECK_VERSION``; 1 before it was kept)
+    policy_check_version: int = 1
     #: the comparator's rules (tolerance, lenient guards), as ``comparison.comparator_settings``
     #: gives them; empty in runs recorded before it was kept
     comparator: dict[str, Any] = Field(default_factory=dict)

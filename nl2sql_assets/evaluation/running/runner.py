@@ -9,8 +9,9 @@ Every case run gets its own run scope on the engine's bus (``run.started`` carri
 case in ``context``), then an ``eval.case`` event; the run ends with ``eval.finished``.
 
 A follow-up case plays its earlier turns first, each with the conversation so far (``turn`` in
-the context names which): warm-up, priced but neither timed nor scored. Only the final turn's
-latency and result make the record. A run that tried candidate plans is also scored as if the
+the context names which): priced and recorded, not timed. result_match judges each against the
+rows of the turn's reviewed SQL, and a failed earlier turn fails the case with its own reason;
+the final turn's latency and result make the rest of the record. A run that tried candidate plans is also scored as if the
 first candidate had answered (``first_candidate_status``), which candidate uplift compares.
 """
 
@@ -63,6 +64,7 @@ from nl2sql_assets.evaluation.running.results import (
     PlanTried,
     RecordKey,
     RunMeta,
+    TurnRecord,
     record_key,
     summed_counts,
 )
@@ -155,6 +157,7 @@ def build_case_record(
     engine_error: bool = False,
     warmup_turns: int = 0,
     first_candidate_status: Verdict | None = None,
+    turns: Sequence[QueryResult] = (),
 ) -> CaseRecord:
     """One case run's compact verdict: statuses from the scores, and what the run produced."""
     case = rr.case
@@ -168,6 +171,13 @@ def build_case_record(
         execution = None if execution is None else "error"
         reason = f"engine: {result.error_message}"
     rows = result.rows
+    judged = scores.get("result_match")
+    verdicts = {t["turn"]: t for t in (judged.detail.get("turns") or [])} if judged is not None else {}
+    turn_records = [
+        TurnRecord(question=earlier.question, result_status=turn.status, error_code=turn.error_code, sql=turn.sql,
+                   row_count=len(turn.rows) if turn.rows is not None else None, rows_sha256=rows_sha256(turn.rows),
+                   passed=verdicts.get(n, {}).get("passed"), reason=verdicts.get(n, {}).get("reason"))
+        for n, (earlier, turn) in enumerate(zip(case.turns, turns, strict=False), start=1)]
     return CaseRecord(
         suite=rr.suite,
         case_id=case.id,
@@ -217,6 +227,7 @@ def build_case_record(
         retrieval=result.retrieval,
         routed=result.routing,
         warmup_turns=warmup_turns,
+        turns=turn_records,
         candidate_count=len(result.candidates),
         selected_candidate=result.selected_candidate,
         first_candidate_status=first_candidate_status,
@@ -272,6 +283,7 @@ class _Cases:
         self._env_streak: dict[str, int] = {}  # config -> case runs in a row the provider failed
         self._first_done: dict[str, float] = {}  # config -> when its first case run finished
         self._oracle_s: dict[str, float | None] = {}  # suite:case -> the gold SQL's median time
+        self._turn_rows: dict[str, list[list[list[Any]] | None]] = {}  # suite:case -> each earlier turn's rows
         self._registry = registry
         self._max_env_errors = config.evals_config.max_consecutive_env_errors
         self._done: dict[int, tuple[CaseRecord, float]] = {}
@@ -295,7 +307,8 @@ class _Cases:
         for turn in warmup:  # warm-up turns are paid for like any call
             w_cost, w_unknown = self._price(turn, cfg)
             cost, unknown = cost + w_cost, unknown + w_unknown
-        record = self._record(job, cfg, result, latency, failed, cost, unknown, warmup_turns=len(warmup))
+        record = self._record(job, cfg, result, latency, failed, cost, unknown, warmup=warmup,
+                              turn_gold=await self._turn_gold(job))
         total = cost
         if result.source == "verified" and cfg.generated_runtime is not None:
             g_result, g_latency, g_failed, g_warmup = await self._ask(cfg.generated_runtime, job)
@@ -303,7 +316,8 @@ class _Cases:
             for turn in g_warmup:
                 w_cost, w_unknown = self._price(turn, cfg)
                 g_cost, g_unknown = g_cost + w_cost, g_unknown + w_unknown
-            generated = self._record(job, cfg, g_result, g_latency, g_failed, g_cost, g_unknown)
+            generated = self._record(job, cfg, g_result, g_latency, g_failed, g_cost, g_unknown, warmup=g_warmup,
+                                     turn_gold=await self._turn_gold(job))
             record = record.model_copy(update={"generated": generated})
             total += g_cost
         oracle = await self._oracle(job)
@@ -551,7 +565,46 @@ class _Cases:
         cfg.token_sources.update(c.token_source for c in result.calls if c.token_source is not None)
         return cost, unknown
 
-    def _scores(self, job: CaseJob, result: QueryResult, policy: PolicyDecision | None = None) -> dict[str, Score]:
+    async def _turn_gold(self, job: CaseJob) -> list[list[list[Any]] | None]:
+        """The rows of each earlier turn's reviewed SQL on the case's datasource (None for a turn
+        without SQL, or whose SQL fails or is cut: that turn is judged by its status alone); once
+        per case."""
+        case = job.rr.case
+        if not case.turns or self._registry is None or not self.mode.executes or len(case.datasources) != 1:
+            return [None] * len(case.turns)
+        key = f"{job.rr.suite}:{case.id}"
+        if key not in self._turn_rows:
+            self._turn_rows[key] = await asyncio.to_thread(self._run_turns, case.datasources[0],
+                                                           [t.sql for t in case.turns])
+        return self._turn_rows[key]
+
+    def _run_turns(self, datasource: str, sqls: list[str | None]) -> list[list[list[Any]] | None]:
+        from nl2sql_assets.datasources.base import DatasourceError
+
+        out: list[list[list[Any]] | None] = []
+        for sql in sqls:
+            rows = None
+            if sql:
+                try:
+                    found = self._registry.get(datasource).execute(sql)
+                    rows = None if found.truncated else found.rows
+                except DatasourceError:
+                    log.warning("the reviewed SQL of an earlier turn failed on %s: that turn is judged by its "
+                                "status alone", datasource)
+            out.append(rows)
+        return out
+
+    def _scores(self, job: CaseJob, result: QueryResult, policy: PolicyDecision | None = None,
+                warmup: Sequence[QueryResult] = (), turn_gold: Sequence[list[list[Any]] | None] = ()
+                ) -> dict[str, Score]:
+        from nl2sql_assets.evaluation.judging.scorers import TurnRun
+
+        case = job.rr.case
+        turns = [TurnRun(question=earlier.question, result=turn,
+                         gold_rows=turn_gold[n] if n < len(turn_gold) else None)
+                 for n, (earlier, turn) in enumerate(zip(case.turns, warmup, strict=False))]
+        if len(turns) < len(case.turns):  # an earlier turn raised: the case is an engine error, judged as one
+            turns = []
         case_run = CaseRun(
             case=job.rr.case,
             role=job.rr.role,
@@ -562,19 +615,22 @@ class _Cases:
             retrieval=result.retrieval,
             routed=result.routing,
             policy=policy,
+            turns=turns,
         )
         return score_run(self.scorers, case_run)
 
     def _record(self, job: CaseJob, cfg: ConfigRun, result: QueryResult, latency: float, failed: bool,
                 cost: float | None, unknown: int, policy: PolicyDecision | None = None,
-                warmup_turns: int = 0) -> CaseRecord:
-        scores = self._scores(job, result, policy)
+                warmup: Sequence[QueryResult] = (), turn_gold: Sequence[list[list[Any]] | None] = ()
+                ) -> CaseRecord:
+        scores = self._scores(job, result, policy, warmup, turn_gold)
         first = first_candidate_result(result)
-        first_status = case_status(self._scores(job, first))[0] if first is not None and not failed else None
+        first_status = (case_status(self._scores(job, first, None, warmup, turn_gold))[0]
+                        if first is not None and not failed else None)
         return build_case_record(
             rr=job.rr, config_name=cfg.name, mode=self.mode, pass_index=job.pass_index, result=result,
             scores=scores, latency_s=latency, models=cfg.models, cost_usd=cost, unknown_cost_calls=unknown,
-            engine_error=failed, warmup_turns=warmup_turns, first_candidate_status=first_status,
+            engine_error=failed, warmup_turns=len(warmup), first_candidate_status=first_status, turns=warmup,
         )
 
 
@@ -619,17 +675,14 @@ def _databases(registry: Any, runs: list[RoleRun],
 
 def _where(rr: RoleRun, loaded: Sequence[tuple[str, Path, Any]]) -> str:
     """``FILE, line N: case ID`` for a case of a loaded suite (its datasources' line), else by name."""
-    from nl2sql_assets.yamlio import line_of
+    from nl2sql_assets.evaluation.suites.loader import case_location
 
     for name, path, suite in loaded:
         if name == rr.suite:
-            index = next((i for i, c in enumerate(suite.cases) if c.id == rr.case.id), None)
-            try:
-                line = line_of(Path(path).read_text(encoding="utf-8"), ["cases", index, "datasources"]) \
-                    if index is not None else None
-            except OSError:
-                line = None
-            return f"{path}{f', line {line}' if line else ''}: case {rr.case.id!r}"
+            if suite.path is None:
+                suite = suite.model_copy()
+                suite._path = Path(path)
+            return case_location(suite, rr.case.id, "datasources", name)
     return f"suite {rr.suite!r}, case {rr.case.id!r}"
 
 
@@ -728,6 +781,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
     from nl2sql_assets.evaluation.judging import COMPARATOR_VERSION, comparator_settings
     from nl2sql_assets.evaluation.suites import suite_digest
     from nl2sql_assets.paths import git_info
+    from nl2sql_assets.policy import POLICY_CHECK_VERSION
     from nl2sql_assets.version import __version__
 
     started_at = datetime.now(UTC)
@@ -837,6 +891,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             "project_git_dirty": project_dirty,
         },
         "comparator_version": COMPARATOR_VERSION,
+        "policy_check_version": POLICY_CHECK_VERSION,
         "comparator": comparator_settings(),
         "isolation": isolation,
         "neighbours": neighbours,

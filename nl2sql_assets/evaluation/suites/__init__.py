@@ -5,6 +5,7 @@ stale) and ``seed`` (draft cases from a schema)."""
 from nl2sql_assets.evaluation.suites.drift import Drift, drift, regenerate_copy
 from nl2sql_assets.evaluation.suites.loader import (
     SuiteError,
+    case_location,
     leading_comments,
     load_suite,
     parse_suite,
@@ -47,6 +48,7 @@ __all__ = [
     "SeedReport",
     "SuiteError",
     "SuiteTally",
+    "case_location",
     "drift",
     "dump_suite",
     "leading_comments",

@@ -24,6 +24,23 @@ class SuiteError(UserError, ValueError):
         self.problems = problems if problems is not None else [message]
 
 
+def case_location(suite: EvalSuite, case_id: str, field: str = "sql", name: str | None = None) -> str:
+    """``FILE, line N: case ID`` for a case of a loaded suite (the line of its ``field``, else of
+    the case), or ``suite NAME, case ID`` for a suite built in code: what a message about one case
+    of a suite starts with, so a reader goes straight to it."""
+    index = next((i for i, c in enumerate(suite.cases) if c.id == case_id), None)
+    path = suite.path
+    if path is None or index is None:
+        return f"suite {name or suite.name or '?'}, case {case_id!r}"
+    from nl2sql_assets.yamlio import line_of
+
+    try:
+        line = line_of(path.read_text(encoding="utf-8-sig"), ["cases", index, field])
+    except OSError:
+        line = None
+    return f"{path}{f', line {line}' if line else ''}: case {case_id!r}"
+
+
 # ---------------------------------------------------------------- loading
 
 _TOP_KEYS = ("version", "cases")

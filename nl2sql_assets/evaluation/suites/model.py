@@ -190,6 +190,10 @@ class EvalCase(BaseModel):
                 raise ValueError("sql: an approved answer case that a role may answer must have sql")
             # regenerate loads with allow_stale_rows: it is about to write the missing ones.
             stale_ok = bool(info.context and info.context.get("allow_stale_rows"))
+            if (self.kind == "answer" and "allowed" in outcomes and self.sql is not None and self.rows is None
+                    and not stale_ok):
+                raise ValueError("rows: an approved case a role may answer is graded against the rows of its sql, "
+                                 "and it has none; run `nl2sql-assets eval regenerate FILE` to write them")
             if len(self.alt_rows) != len(self.alt_sql) and not stale_ok:
                 raise ValueError(
                     f"alt_rows: needs one entry per alt_sql ({len(self.alt_sql)} alt_sql, "

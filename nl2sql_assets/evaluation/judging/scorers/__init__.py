@@ -17,6 +17,7 @@ from nl2sql_assets.evaluation.judging.scorers.base import (
     Scorer,
     ScorerSummary,
     Summarizes,
+    TurnRun,
     safe_score,
     score_run,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "Scorer",
     "ScorerSummary",
     "Summarizes",
+    "TurnRun",
     "Verdict",
     "case_status",
     "execution_lenient_status",

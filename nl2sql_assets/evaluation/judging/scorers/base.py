@@ -44,8 +44,21 @@ class Score(StrictModel):
         return self.passed is None and "error" in self.detail
 
 
+class TurnRun(StrictModel):
+    """One earlier turn of a follow-up as it was played: its question, what the engine returned,
+    and the rows of the turn's reviewed SQL on the case's datasource (None: the turn has no SQL,
+    or it could not run; then only the turn's status is judged)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    question: str
+    result: QueryResult
+    gold_rows: list[list[Any]] | None = None
+
+
 class CaseRun(StrictModel):
-    """What a scorer is given: one case asked once, as one role, in one mode."""
+    """What a scorer is given: one case asked once, as one role, in one mode (a follow-up's
+    earlier turns in ``turns``, in the order they were played)."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
@@ -58,6 +71,7 @@ class CaseRun(StrictModel):
     retrieval: dict[str, list[str]] | None = None  # table -> columns the retriever sent
     routed: list[str] | None = None  # mode retrieval: datasources, best first
     policy: PolicyDecision | None = None  # a policy probe: the final-SQL check's decision on its SQL
+    turns: list[TurnRun] = Field(default_factory=list)
 
     @property
     def expected(self) -> Outcome:

@@ -1,28 +1,19 @@
 """result_match: did an allowed role get the reviewed rows (or a reviewed alternative)?
 
 Strict comparison decides the verdict; the lenient reading rides along in ``detail`` so the
-report can show both accuracies from one run.
+report can show both accuracies from one run. A follow-up is judged on every turn: an earlier
+turn that failed (the engine gave no rows, or rows other than its reviewed SQL's) fails the case
+with that turn's own reason (``earlier_turn``), whatever the final turn gave.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from nl2sql_assets.config import StrictModel
-from nl2sql_assets.evaluation.judging.scorers.base import CaseRun, NoConfig, Score
-
-
-def _gold_answers(run: CaseRun) -> list[tuple[str, list[list[Any]]]]:
-    """(label, rows) for the case's rows, then each alternative as ``alt_sql[i]`` (1-based)."""
-    from nl2sql_assets.evaluation.judging.comparison import rows_from_dicts
-
-    case = run.case
-    answers = [("rows", rows_from_dicts(case.rows or [])[1])]
-    for i, alt in enumerate(case.alt_rows, start=1):
-        answers.append((f"alt_sql[{i}]", rows_from_dicts(alt)[1]))
-    return answers
+from nl2sql_assets.evaluation.judging.scorers.base import CaseRun, NoConfig, Score, TurnRun
 
 
 class LenientMatch(StrictModel):
@@ -33,13 +24,48 @@ class LenientMatch(StrictModel):
     matched: str | None = None
 
 
+class TurnVerdict(StrictModel):
+    """One earlier turn of a follow-up, judged: strictly, and in the lenient reading."""
+
+    turn: int  # 1-based, in the order played
+    passed: bool
+    lenient: bool
+    reason: str
+    message: str
+
+
 class ResultMatchDetail(StrictModel):
-    """Which reviewed answer the rows matched (``rows`` or ``alt_sql[i]``), or why none did."""
+    """Which reviewed answer the rows matched (``rows`` or ``alt_sql[i]``), or why none did; a
+    follow-up's earlier turns, each judged."""
 
     reason: str
     message: str
     matched: str | None = None
     lenient: LenientMatch
+    turns: list[TurnVerdict] = Field(default_factory=list)
+
+
+EARLIER_TURN = "earlier_turn"
+
+
+def judge_turn(number: int, turn: TurnRun) -> TurnVerdict:
+    """An earlier turn passes when the engine answered it and, where the turn has reviewed SQL, with
+    that SQL's rows (strictly; leniently for the lenient reading)."""
+    result = turn.result
+    if result.status != "success":
+        code = f" {result.error_code}" if result.error_code else ""
+        text = f": {result.error_message}" if result.error_message else ""
+        return TurnVerdict(turn=number, passed=False, lenient=False, reason="status",
+                           message=f"status {result.status}{code}{text}")
+    if turn.gold_rows is None:
+        return TurnVerdict(turn=number, passed=True, lenient=True, reason="match",
+                           message="answered (the turn has no reviewed rows to compare)")
+    from nl2sql_assets.evaluation.judging.answers import GOLD_LABEL, match_answers
+
+    got = result.result_sets[0].rows if len(result.result_sets) == 1 else result.rows
+    verdict = match_answers([(GOLD_LABEL, turn.gold_rows)], got, False)
+    return TurnVerdict(turn=number, passed=verdict.passed, lenient=verdict.lenient_passed,
+                       reason="match" if verdict.passed else verdict.strict.reason, message=verdict.strict.message)
 
 
 def _fail(reason: str, message: str) -> Score:
@@ -61,6 +87,23 @@ class ResultMatch:
         case = run.case
         if run.expected != "allowed" or case.kind != "answer" or case.sql is None:
             return Score()
+        final = self._final(run)
+        if not run.turns:
+            return final
+        turns = [judge_turn(n, turn) for n, turn in enumerate(run.turns, start=1)]
+        detail = ResultMatchDetail.model_validate({**final.detail, "turns": [t.model_dump() for t in turns]})
+        failed = next((t for t in turns if not t.passed), None)
+        if failed is not None:  # the earlier turn's own reason stands before the final turn's
+            where = f"turn {failed.turn} of {len(turns) + 1} ({run.turns[failed.turn - 1].question!r})"
+            detail.reason, detail.message, detail.matched = EARLIER_TURN, f"{where}: {failed.message}", None
+        if not all(t.lenient for t in turns):
+            detail.lenient = LenientMatch(passed=False, reason=EARLIER_TURN)
+        passed = failed is None and bool(final.passed)
+        return Score(value=1.0 if passed else 0.0, passed=passed, detail=detail.model_dump())
+
+    def _final(self, run: CaseRun) -> Score:
+        """The verdict on the question the case asks (a follow-up's final turn)."""
+        case = run.case
         result = run.result
         if result.status != "success":
             code = f" {result.error_code}" if result.error_code else ""
@@ -70,39 +113,18 @@ class ResultMatch:
             return _fail("result_sets", f"expected one result set, got {len(result.result_sets)}")
         got = run.rows if run.rows is not None else result.result_sets[0].rows
 
-        from nl2sql_assets.evaluation.judging.comparison import explain_lenient, explain_strict
+        from nl2sql_assets.evaluation.judging.answers import case_answers, match_answers
 
-        answers = _gold_answers(run)
-        strict_first = None
-        matched: str | None = None
-        for label, gold in answers:
-            cmp = explain_strict(gold, got, case.order_matters)
-            if strict_first is None:
-                strict_first = cmp
-            if cmp.passed:
-                matched = label
-                break
-        lenient_first = None
-        lenient_matched: str | None = matched  # lenient accepts all that strict accepts
-        if matched is None:
-            for label, gold in answers:
-                cmp = explain_lenient(gold, got, case.order_matters)
-                if lenient_first is None:
-                    lenient_first = cmp
-                if cmp.passed:
-                    lenient_matched = label
-                    break
-        assert strict_first is not None
-        passed = matched is not None
-        lenient_passed = lenient_matched is not None
+        verdict = match_answers(case_answers(case), got, case.order_matters)
+        passed = verdict.passed
         detail = ResultMatchDetail(
-            reason="match" if passed else strict_first.reason,
-            message=f"rows match {matched}" if passed else strict_first.message,
-            matched=matched,
+            reason="match" if passed else verdict.strict.reason,
+            message=verdict.strict.message,
+            matched=verdict.matched,
             lenient=LenientMatch(
-                passed=lenient_passed,
-                reason="match" if lenient_passed or lenient_first is None else lenient_first.reason,
-                matched=lenient_matched,
+                passed=verdict.lenient_passed,
+                reason="match" if verdict.lenient_passed else verdict.lenient.reason,
+                matched=verdict.lenient_matched,
             ),
         )
         return Score(value=1.0 if passed else 0.0, passed=passed, detail=detail.model_dump())

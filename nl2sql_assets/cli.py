@@ -350,6 +350,9 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     if report.neighbours is not None:
         sets = ", ".join(f"{s.datasource} {s.kept}" for s in report.neighbours.sets) or "none"
         print(f"neighbours: kept per datasource {sets} (K {report.neighbours.count}, seed {report.neighbours.seed})")
+        if report.neighbours.original_only:
+            print(f"neighbours: {', '.join(report.neighbours.original_only)} graded on the original database only "
+                  "(neighbour databases of a server are not made yet)")
         kinds: dict[str, int] = {}
         for flag in report.gold_audit:
             kinds[flag.kind] = kinds.get(flag.kind, 0) + 1
@@ -479,10 +482,10 @@ def _cmd_eval_regenerate(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval_import(args: argparse.Namespace) -> int:
-    from nl2sql_assets.config import load_config
     from nl2sql_assets.evaluation.suites.jsonl import ImportContext, import_jsonl
+    from nl2sql_assets.project import load_project_config
 
-    config = load_config(_config_path(args))
+    config = load_project_config(_config_path(args))
     roles = args.roles or [config.policies.default_role]
     ctx = ImportContext(roles=roles, database=args.database,
                         datasources={ds.id: ds.path for ds in config.datasources})
@@ -580,10 +583,10 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    from nl2sql_assets.config import load_config
     from nl2sql_assets.demo import ensure_demo_data
+    from nl2sql_assets.project import load_project_config
 
-    config = load_config(_config_path(args))
+    config = load_project_config(_config_path(args))
     for ds_id, path in ensure_demo_data(config, chinook=Path(args.chinook) if args.chinook else None).items():
         print(f"{ds_id}: {path}")
     return 0
@@ -604,13 +607,13 @@ def _say(message: str) -> None:
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
-    from nl2sql_assets.config import load_config
     from nl2sql_assets.demo import ensure_demo_data
+    from nl2sql_assets.project import load_project_config
 
     # Preflight: the project, Chinook and the demo data first, so a missing piece is one message
     # and no Dagster run is started (a failed run would stay in the UI's run list).
     config_path = _config_path(args).resolve()
-    config = load_config(config_path)
+    config = load_project_config(config_path)
     ensure_demo_data(config, chinook=Path(args.chinook) if args.chinook else None,
                      on_download=lambda url: _say(f"Chinook is not cached yet: downloading it once from {url}"))
     from nl2sql_assets.yamlio import no_cyclic_gc
@@ -655,12 +658,12 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
 def _cmd_dashboard(args: argparse.Namespace) -> int:
     """Write the results page from the records and boards found, and say what it holds."""
     from nl2sql_assets.atomic import atomic_write
-    from nl2sql_assets.config import load_config
     from nl2sql_assets.evaluation.history import Warehouse
     from nl2sql_assets.evaluation.history.dashboard import build_dashboard, render_html
+    from nl2sql_assets.project import load_project_config
 
     config_path = _config_path(args)
-    config = load_config(config_path) if config_path.is_file() else None
+    config = load_project_config(config_path) if config_path.is_file() else None
     root = config_path.parent
     if args.sources:
         folders = [Path(p) for p in args.sources]
@@ -726,17 +729,18 @@ def _llm_section_text(spec: str) -> str:
 
 
 def _cmd_configs(args: argparse.Namespace) -> int:
-    from nl2sql_assets.config import load_config, validate_config_name
+    from nl2sql_assets.config import validate_config_name
     from nl2sql_assets.defs.partitions import CONFIGS, register_configs
     from nl2sql_assets.evaluation.running.modes import reserved_config_names, resolve_config
     from nl2sql_assets.evaluation.running.named_configs import project_configs_dir
+    from nl2sql_assets.project import load_project_config
 
     with _dagster_instance() as instance:
         if args.configs_command == "list":
             for name in instance.get_dynamic_partitions(CONFIGS.name):
                 print(name)
             return 0
-        config = load_config(_config_path(args))
+        config = load_project_config(_config_path(args))
         name = validate_config_name(args.name)
         reserved = reserved_config_names()
         if args.llm and name in reserved:

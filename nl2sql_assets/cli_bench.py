@@ -146,11 +146,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
     from nl2sql_assets.atomic import atomic_write
-    from nl2sql_assets.config import load_config
     from nl2sql_assets.evaluation.grading import gradable_cases, grade, read_predictions
     from nl2sql_assets.evaluation.suites.loader import load_suite
+    from nl2sql_assets.project import load_project_config
 
-    config = load_config(config_path)
+    config = load_project_config(config_path)
     suite = load_suite(args.suite)
     cases = gradable_cases(suite)
     predictions = read_predictions(args.predictions, cases)
@@ -201,11 +201,12 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
 
 def cmd_audit(args: argparse.Namespace, config_path: Path) -> int:
     from nl2sql_assets.atomic import atomic_write
-    from nl2sql_assets.config import NeighbourSettings, load_config
+    from nl2sql_assets.config import NeighbourSettings
     from nl2sql_assets.evaluation.neighbours.audit import audit_suite
     from nl2sql_assets.evaluation.suites.loader import load_suite
+    from nl2sql_assets.project import load_project_config
 
-    config = load_config(config_path)
+    config = load_project_config(config_path)
     path = Path(args.suite)
     suite = load_suite(path)
     settings = neighbour_settings(args, config) or NeighbourSettings()
@@ -244,15 +245,16 @@ def cmd_neighbours(args: argparse.Namespace, config_path: Path) -> int:
     import sqlglot
     from sqlglot import exp
 
-    from nl2sql_assets.config import NeighbourSettings, load_config
+    from nl2sql_assets.config import NeighbourSettings
     from nl2sql_assets.errors import UserError
     from nl2sql_assets.evaluation.neighbours.distill import rows_or_none
     from nl2sql_assets.evaluation.neighbours.formats import format_of
     from nl2sql_assets.evaluation.neighbours.store import neighbour_cases, project_sets, project_suites
     from nl2sql_assets.evaluation.suites.loader import load_suite
     from nl2sql_assets.paths import neighbours_dir
+    from nl2sql_assets.project import load_project_config
 
-    config = load_config(config_path)
+    config = load_project_config(config_path)
     suite = load_suite(args.suite)
     case = next((c for c in neighbour_cases(suite) if c.id == args.case), None)
     if case is None:

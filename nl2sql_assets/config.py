@@ -38,9 +38,23 @@ class StrictModel(BaseModel):
 
 
 class DatasourceConfig(StrictModel):
+    """One datasource. ``engine`` names its kind (``datasources.engines``, which checks that the
+    fields fit it): a file engine reads ``path``; a server engine its URL, from ``url_env`` (the
+    environment variable that holds it) or ``url`` (never with a password in it), the password
+    from ``password_env`` where the URL carries none."""
+
     id: str
-    engine: Literal["sqlite", "duckdb"]
-    path: Path
+    engine: str
+    path: Path | None = None
+    url: str | None = None
+    url_env: str | None = None
+    password_env: str | None = None
+    #: the schemas a server datasource reads (Postgres; default: the connection's search path)
+    schemas: list[str] = Field(default_factory=list)
+    #: the database a MySQL datasource reads (default: the one its URL names)
+    database: str | None = None
+    #: connections kept open per worker process (a server datasource)
+    pool_size: Annotated[int, Field(gt=0, le=64)] = 2
     description: str = ""
     row_limit: Annotated[int, Field(gt=0)] = 1000
     timeout_s: Annotated[float, Field(gt=0)] = 10.0
@@ -52,6 +66,46 @@ class DatasourceConfig(StrictModel):
         if not DATASOURCE_ID.match(value):
             raise ValueError("must start with a letter and hold only letters, digits, '_' and '-'")
         return value
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_shape(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", value):
+            raise ValueError("an engine name: sqlite, duckdb, postgres or mysql")
+        return value
+
+    @field_validator("url_env", "password_env")
+    @classmethod
+    def _variable_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("the name of an environment variable (letters, digits, '_'), not its value")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _no_password(cls, value: str | None) -> str | None:
+        if value is not None and url_password(value):
+            raise ValueError("the URL carries a password: keep it out of the file. Put the whole URL in an "
+                             "environment variable and name it with url_env:, or the password alone with "
+                             "password_env:")
+        return value
+
+    @property
+    def database_file(self) -> Path:
+        """The database file of a file datasource (a server datasource has none: a ConfigError)."""
+        if self.path is None:
+            raise ConfigError(f"datasource {self.id!r} ({self.engine}) is not a file")
+        return self.path
+
+
+def url_password(url: str) -> str | None:
+    """The password a ``scheme://user:password@host`` URL carries (None: none)."""
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
 
 
 # ---------------------------------------------------------------- policies
@@ -126,27 +180,19 @@ class RolePolicy(StrictModel):
         return access
 
 
-#: Functions no role may call, per SQL dialect: they reach files, the network or native code.
-DEFAULT_DANGEROUS_FUNCTIONS: dict[str, list[str]] = {
-    "sqlite": ["load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"],
-    "duckdb": ["read_csv", "read_csv_auto", "read_json", "read_json_auto", "read_json_objects", "read_ndjson",
-               "read_parquet", "parquet_scan", "read_text", "read_blob", "glob", "sniff_csv"],
-}
-
-
 class PoliciesConfig(StrictModel):
     default_role: str = "admin"
     refusal_names_tables: bool = False
     roles: dict[str, RolePolicy] = Field(default_factory=dict)
     #: Per dialect, functions no role may call (rule ``dangerous_function``); a dialect left out
-    #: keeps the built-in list, an empty list turns the rule off for it.
-    dangerous_functions: dict[str, list[str]] = Field(default_factory=lambda: {
-        k: list(v) for k, v in DEFAULT_DANGEROUS_FUNCTIONS.items()})
+    #: keeps its engine's built-in list (``datasources.engines``), an empty list turns the rule off for it.
+    dangerous_functions: dict[str, list[str]] = Field(default_factory=dict)
 
-    def dangerous_for(self, dialect: str) -> frozenset[str]:
-        """The functions no role may call in ``dialect`` (lower case)."""
-        names = self.dangerous_functions.get(dialect, DEFAULT_DANGEROUS_FUNCTIONS.get(dialect, []))
-        return frozenset(n.lower() for n in names)
+    def dangerous_for(self, dialect: str) -> frozenset[str] | None:
+        """The functions no role may call in ``dialect`` (lower case), as the project lists them;
+        None where it lists none (the policy check then uses the engine's built-in list)."""
+        names = self.dangerous_functions.get(dialect)
+        return None if names is None else frozenset(n.lower() for n in names)
 
     @model_validator(mode="after")
     def _default_role_exists(self) -> PoliciesConfig:
@@ -532,7 +578,8 @@ def load_config(path: str | Path = "nl2sql.yaml", environ: Mapping[str, str] | N
     config.root = path.parent
     config.source = path
     for ds in config.datasources:
-        ds.path = config.resolve(ds.path)
+        if ds.path is not None:
+            ds.path = config.resolve(ds.path)
     if isinstance(config.evals, EvalsRef):
         config.evals = load_evals(config.resolve(config.evals.file), environ, root=config.root)
     else:

@@ -25,8 +25,11 @@ if TYPE_CHECKING:
 
 
 def load_project_config(path: str | Path = "nl2sql.yaml") -> ProjectConfig:
-    """nl2sql.yaml (and its evals.yaml) loaded, each ``engines:`` entry checked by its kind."""
-    config = load_config(path)
+    """nl2sql.yaml (and its evals.yaml) loaded, each datasource checked by its database engine and
+    each ``engines:`` entry by its kind."""
+    from nl2sql_assets.datasources.engines import check_datasources
+
+    config = check_datasources(load_config(path))
     if config.engines:  # the engines package is imported only for a project that names engines
         from nl2sql_assets.engines.kinds import check_engine_entries
 

@@ -63,10 +63,17 @@ class QueryFailed(DatasourceError):
     code = "EXECUTION_ERROR"
 
 
+class DatasourceUnavailable(DatasourceError):
+    """The database could not be reached, refused the login, or went away mid-statement: the
+    environment failed, not the SQL (a run counts such a case run as an environment error)."""
+
+    code = "DATASOURCE_UNAVAILABLE"
+
+
 @runtime_checkable
 class DatasourceAdapter(Protocol):
     id: str
-    engine: str  # "sqlite" | "duckdb"
+    engine: str  # the name of its engine (``datasources.engines``)
     dialect: str  # the sqlglot dialect name
     row_limit: int
     timeout_s: float
@@ -76,5 +83,9 @@ class DatasourceAdapter(Protocol):
         ...
 
     def introspect(self) -> SchemaSnapshot: ...
+
+    def could_write(self) -> str | None:
+        """Why the login could change data (a server's superuser or write privilege), or None."""
+        ...
 
     def close(self) -> None: ...

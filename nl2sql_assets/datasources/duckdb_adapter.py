@@ -23,6 +23,7 @@ from nl2sql_assets.datasources.base import (
     QueryTimeout,
     ReadOnlyViolation,
 )
+from nl2sql_assets.datasources.engines import DatabaseEngine, SqlStyle
 from nl2sql_assets.datasources.guard import check_read_only
 from nl2sql_assets.datasources.schema import ColumnInfo, ForeignKey, SchemaSnapshot, TableInfo
 
@@ -177,8 +178,37 @@ class DuckDBAdapter:
             )
         return SchemaSnapshot(datasource_id=self.id, engine=self.engine, tables=tables)
 
+    def could_write(self) -> str | None:
+        return None  # opened read_only: no login, nothing to write with
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+class DuckdbEngine(DatabaseEngine):
+    """DuckDB files, opened read_only with external access off and the configuration locked."""
+
+    name = "duckdb"
+    label = "DuckDB"
+    dialect = "duckdb"
+    system_schemas = frozenset({"information_schema", "pg_catalog", "system", "temp"})
+    system_prefixes = ("duckdb_", "pragma_", "pg_")
+    system_functions = frozenset({"current_setting", "getvariable", "which_secret"})
+    dangerous_functions = ("read_csv", "read_csv_auto", "read_json", "read_json_auto", "read_json_objects",
+                           "read_ndjson", "read_parquet", "parquet_scan", "read_text", "read_blob", "glob",
+                           "sniff_csv")
+    own_schemas = frozenset({"", "main"})
+    sql_style = SqlStyle(
+        like="ILIKE", nulls_first_ascending=False, string_agg="STRING_AGG", integer_division=False,
+        cast_types={"integer": "INTEGER", "real": "DOUBLE", "text": "VARCHAR"},
+        date_parts={"year": "YEAR({})", "month": "MONTH({})", "day": "DAY({})",
+                    "year_month": "STRFTIME({}, '%Y-%m')", "date": "STRFTIME({}, '%Y-%m-%d')"})
+
+    def open(self, cfg: DatasourceConfig, *, bulk: bool = False) -> DuckDBAdapter:
+        return DuckDBAdapter(cfg, bulk=bulk)
+
+
+ENGINE = DuckdbEngine()

@@ -7,6 +7,7 @@ under an authorizer and DuckDB re-checks with its own parser, so one layer's bli
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
@@ -14,6 +15,9 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from nl2sql_assets.datasources.base import QueryFailed, ReadOnlyViolation
+
+if TYPE_CHECKING:
+    from nl2sql_assets.datasources.engines import DatabaseEngine
 
 # Keywords a read query may start with (after any opening parentheses).
 READ_STARTS = frozenset({"SELECT", "WITH", "VALUES", "FROM"})
@@ -98,3 +102,64 @@ def _check(sql: str, dialect: str) -> str:
         if isinstance(node, _FORBIDDEN):
             raise ReadOnlyViolation(f"{_describe(node)} inside the query refused: {_HINT}")
     return cleaned
+
+
+# ---------------------------------------------------------------- what a server statement may call
+
+
+def function_name(node: exp.Expression) -> str:
+    """The name a function call is known by to the checks: an unknown function's own name, lower
+    case, else sqlglot's canonical name for it (``STRPOS`` and ``POSITION`` are ``str_position``)."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower()
+    if isinstance(node, exp.Func):
+        return node.sql_name().lower()
+    return type(node).__name__.lower()
+
+
+def function_names(tree: exp.Expression) -> set[str]:
+    """Every function a statement calls (scalar, aggregate, window and table functions)."""
+    return {function_name(node) for node in tree.find_all(exp.Func)}
+
+
+@functools.lru_cache(maxsize=16)
+def allowed_function_names(engine: DatabaseEngine) -> frozenset[str] | None:
+    """The names of the functions ``engine`` lets a statement call, read off its ``allowed_calls``
+    (None: the engine keeps no allow-list)."""
+    if engine.allowed_calls is None:
+        return None
+    return frozenset(function_names(sqlglot.parse_one(engine.allowed_calls, read=engine.dialect)))
+
+
+def check_server_statement(sql: str, engine: DatabaseEngine) -> str:
+    """Refuse what a read-only transaction on ``engine``'s server does not stop: text the checks
+    cannot read, the engine's executable comments, a function it does not allow (or lists as
+    dangerous), and its system catalogs. Returns ``sql``. Cached, like the guard."""
+    return _server_check(sql, engine)
+
+
+@functools.lru_cache(maxsize=2048)
+def _server_check(sql: str, engine: DatabaseEngine) -> str:
+    hint = f"only a read of the datasource's own tables, with the functions a data question needs, runs on {engine.label}"
+    for marker in engine.refused_text:
+        if marker in sql:
+            raise ReadOnlyViolation(f"{marker} ... */ refused: {engine.label} runs what such a comment holds; {hint}")
+    try:
+        tree = sqlglot.parse_one(sql, read=engine.dialect)
+    except sqlglot.errors.SqlglotError as exc:
+        first = " ".join(str(exc).split())[:200]
+        raise ReadOnlyViolation(f"the statement cannot be read as {engine.dialect} SQL ({first}); a statement the "
+                                f"checks cannot read does not run on a server") from None
+    called = function_names(tree)
+    allowed = allowed_function_names(engine)
+    dangerous = set(engine.dangerous_functions) | set(engine.system_functions)
+    refused = sorted(f for f in called if f in dangerous or f.startswith(engine.system_prefixes or ("\0",))
+                     or (allowed is not None and f not in allowed))
+    if refused:
+        raise ReadOnlyViolation(f"function(s) {', '.join(f + '()' for f in refused)} refused: {hint}")
+    for table in tree.find_all(exp.Table):
+        parts = {table.name.lower(), table.text("db").lower(), table.text("catalog").lower()} - {""}
+        if parts & engine.system_schemas or any(p.startswith(engine.system_prefixes or ("\0",)) for p in parts):
+            raise ReadOnlyViolation(f"{table.sql(dialect=engine.dialect)} refused: the system catalog is not "
+                                    f"the datasource's; {hint}")
+    return sql

@@ -8,22 +8,16 @@ from types import TracebackType
 
 from nl2sql_assets.config import ConfigError, DatasourceConfig, ProjectConfig
 from nl2sql_assets.datasources.base import DatasourceAdapter
+from nl2sql_assets.datasources.engines import check_datasource, engine_of
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 
 
 def open_adapter(cfg: DatasourceConfig, *, bulk: bool = False) -> DatasourceAdapter:
-    """The adapter for ``cfg.engine``; DuckDB is imported only when a DuckDB datasource is used.
-    ``bulk``: one reader for thousands of statements (the prediction grader), each checked by the
-    database's own rules only."""
-    if cfg.engine == "sqlite":
-        from nl2sql_assets.datasources.sqlite import SqliteAdapter
-
-        return SqliteAdapter(cfg, bulk=bulk)
-    if cfg.engine == "duckdb":
-        from nl2sql_assets.datasources.duckdb_adapter import DuckDBAdapter
-
-        return DuckDBAdapter(cfg, bulk=bulk)
-    raise ConfigError(f"datasource {cfg.id!r}: unknown engine {cfg.engine!r} (expected sqlite or duckdb)")
+    """The adapter of ``cfg``, opened by its engine (whose module, and driver, is imported only
+    when a datasource of it is used). ``bulk``: one reader for thousands of statements (the
+    prediction grader), each checked by the database's own rules only."""
+    check_datasource(cfg)
+    return engine_of(cfg.engine).open(cfg, bulk=bulk)
 
 
 class DatasourceRegistry:

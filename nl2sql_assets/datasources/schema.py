@@ -16,6 +16,8 @@ class ColumnInfo(StrictModel):
     type: str
     nullable: bool = True
     primary_key: bool = False
+    #: the database's own comment on the column (a server's catalog), read as its description
+    description: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ForeignKey(StrictModel):
@@ -29,8 +31,14 @@ class TableInfo(StrictModel):
     columns: list[ColumnInfo]
     primary_key: list[str] = Field(default_factory=list)
     foreign_keys: list[ForeignKey] = Field(default_factory=list)
+    #: the database's own comment on the table (a server's catalog), read as its description
+    description: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
-    def column(self, name: str) -> ColumnInfo | None:
+    def column(self, name: str, exact: bool = False) -> ColumnInfo | None:
+        """The column called ``name``: without regard to case (SQLite, DuckDB, MySQL), or, where
+        ``exact`` (Postgres, whose unquoted names are folded before they are looked up), as spelled."""
+        if exact:
+            return next((c for c in self.columns if c.name == name), None)
         low = name.lower()
         return next((c for c in self.columns if c.name.lower() == low), None)
 
@@ -45,6 +53,12 @@ class SchemaSnapshot(StrictModel):
     datasource_id: str
     engine: str
     tables: list[TableInfo]
+    #: a server datasource's schemas, in the order names resolve in (its search path); its first
+    #: schema's tables are named alone, the others' ``schema.table``
+    schemas: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    #: names are matched as spelled (Postgres folds unquoted names to lower case before looking
+    #: them up, and matches quoted ones exactly); else without regard to case
+    exact_names: bool = Field(default=False, exclude_if=lambda v: not v)
     _fingerprint: str | None = PrivateAttr(default=None)
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> SchemaSnapshot:
@@ -53,9 +67,25 @@ class SchemaSnapshot(StrictModel):
         return copy
 
     def table(self, name: str) -> TableInfo | None:
-        """Case-insensitive lookup, as SQLite and DuckDB resolve identifiers."""
+        """The table a name written without quotes means: looked up without regard to case (SQLite,
+        DuckDB and MySQL resolve so; Postgres folds such a name to lower case, as its own tables'
+        names usually are). Plans, retrieval and the validator name tables so."""
         low = name.lower()
         return next((t for t in self.tables if t.name.lower() == low), None)
+
+    def named(self, name: str) -> TableInfo | None:
+        """The table a name means once the database's own rules have normalised it (the final-SQL
+        check's names, after sqlglot folded unquoted ones in the dialect): as spelled where the
+        snapshot's names are exact (Postgres), else without regard to case."""
+        if self.exact_names:
+            return next((t for t in self.tables if t.name == name), None)
+        return self.table(name)
+
+    @property
+    def own_schemas(self) -> frozenset[str]:
+        """The schema names a table reference may carry and still name one of the snapshot's
+        tables by its own name: none, ``main`` (SQLite, DuckDB), or a server's first schema."""
+        return frozenset({"", "main"} if not self.schemas else {"", self.schemas[0].lower()})
 
     @property
     def table_names(self) -> list[str]:

@@ -32,6 +32,7 @@ from nl2sql_assets.datasources.base import (
     QueryTimeout,
     ReadOnlyViolation,
 )
+from nl2sql_assets.datasources.engines import DatabaseEngine, SqlStyle
 from nl2sql_assets.datasources.guard import READ_STARTS, check_read_only
 from nl2sql_assets.datasources.schema import ColumnInfo, ForeignKey, SchemaSnapshot, TableInfo
 
@@ -275,9 +276,32 @@ class SqliteAdapter:
             )
         return SchemaSnapshot(datasource_id=self.id, engine=self.engine, tables=tables)
 
+    def could_write(self) -> str | None:
+        return None  # opened read-only by URI: no login, nothing to write with
+
     def close(self) -> None:
         """Close the kept connections (keep_open); otherwise nothing stays open between calls."""
         opened, self._opened = self._opened, []
         self._local = threading.local()
         for conn in opened:
             conn.close()
+
+
+class SqliteEngine(DatabaseEngine):
+    """SQLite files, opened read-only by URI (the standard library's driver)."""
+
+    name = "sqlite"
+    label = "SQLite"
+    dialect = "sqlite"
+    system_prefixes = ("sqlite_", "pragma_")
+    dangerous_functions = ("load_extension", "readfile", "writefile", "edit", "fts3_tokenizer")
+    own_schemas = frozenset({"", "main"})
+    sql_style = SqlStyle(date_parts={
+        "year": "CAST(STRFTIME('%Y', {}) AS INTEGER)", "month": "CAST(STRFTIME('%m', {}) AS INTEGER)",
+        "day": "CAST(STRFTIME('%d', {}) AS INTEGER)", "year_month": "STRFTIME('%Y-%m', {})", "date": "DATE({})"})
+
+    def open(self, cfg: DatasourceConfig, *, bulk: bool = False) -> SqliteAdapter:
+        return SqliteAdapter(cfg, bulk=bulk)
+
+
+ENGINE = SqliteEngine()

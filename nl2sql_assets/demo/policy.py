@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nl2sql_assets.config import DEFAULT_DANGEROUS_FUNCTIONS
+from nl2sql_assets.datasources.engines import engine_of
 from nl2sql_assets.demo.catalog import CHINOOK_CATALOG, WEBANALYTICS_TABLES
 
 DEMO_POLICIES: dict[str, Any] = {
@@ -79,5 +79,5 @@ DEMO_POLICIES: dict[str, Any] = {
             },
         },
     },
-    "dangerous_functions": {dialect: list(names) for dialect, names in DEFAULT_DANGEROUS_FUNCTIONS.items()},
+    "dangerous_functions": {name: list(engine_of(name).dangerous_functions) for name in ("sqlite", "duckdb")},
 }

@@ -183,7 +183,7 @@ def init_demo(
 
 def _is_demo(ds: DatasourceConfig) -> bool:
     spec = DEMO_FILES.get(ds.id)
-    return spec is not None and spec[0] == ds.engine and Path(ds.path).name == spec[1]
+    return spec is not None and spec[0] == ds.engine and ds.path is not None and Path(ds.path).name == spec[1]
 
 
 # Demo files found right in this process, by what was checked and the file's identity (device,

@@ -34,11 +34,12 @@ what the validator read.
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Literal
 
 from sqlglot import exp
 
+from nl2sql_assets.datasources.engines import SqlStyle, engine_for_dialect
 from nl2sql_assets.datasources.schema import SchemaSnapshot, TableInfo
 from nl2sql_assets.engine.plan import (
     BetweenExpr,
@@ -62,8 +63,8 @@ from nl2sql_assets.engine.plan import (
     WhenClause,
 )
 
-Dialect = Literal["sqlite", "duckdb"]
-DIALECTS: tuple[str, ...] = ("sqlite", "duckdb")
+#: a sqlglot dialect one of our database engines speaks (``datasources.engines``)
+Dialect = str
 
 # Binding strength of the sqlglot nodes this module builds; higher binds tighter.
 _OR, _AND, _NOT, _CMP, _CONCAT, _ADD, _MUL, _NEG, _ATOM = range(1, 10)
@@ -107,27 +108,35 @@ _AGGREGATE_NODES: dict[str, type[exp.Expression]] = {
     "min": exp.Min,
     "max": exp.Max,
 }
-_CAST_TYPES: dict[str, dict[str, exp.DataType.Type]] = {
-    "sqlite": {
-        "integer": exp.DataType.Type.INT,
-        "real": exp.DataType.Type.DOUBLE,
-        "text": exp.DataType.Type.TEXT,
-    },
-    "duckdb": {
-        "integer": exp.DataType.Type.INT,
-        "real": exp.DataType.Type.DOUBLE,
-        "text": exp.DataType.Type.VARCHAR,
-    },
-}
-_SQLITE_FORMATS = {"year": "%Y", "month": "%m", "day": "%d", "year_month": "%Y-%m"}
+_ARG = "__nl2sql_arg__"
+
+
+@functools.lru_cache(maxsize=128)
+def _template(dialect: str, text: str) -> exp.Expression:
+    """A date part's SQL template parsed once; its ``{}`` is the column ``__nl2sql_arg__``."""
+    import sqlglot
+
+    return sqlglot.parse_one(text.format(_ARG), read=dialect)
+
+
+@functools.lru_cache(maxsize=64)
+def _cast_type(dialect: str, name: str) -> exp.DataType:
+    return exp.DataType.build(name, dialect=dialect)
+
+
+def _style(dialect: str) -> SqlStyle:
+    engine = engine_for_dialect(dialect)
+    if engine is None:
+        raise ValueError(f"unsupported dialect {dialect!r}: no database engine of ours speaks it")
+    return engine.sql_style
 
 
 def generate_sql(plan: PlanModel, dialect: Dialect) -> str:
-    """Render ``plan`` as one SELECT statement in ``dialect`` ("sqlite" or "duckdb")."""
-    if dialect not in DIALECTS:
-        raise ValueError(f"unsupported dialect {dialect!r}; expected one of {list(DIALECTS)}")
+    """Render ``plan`` as one SELECT statement in ``dialect`` (the sqlglot dialect of one of our
+    database engines: sqlite, duckdb, postgres, mysql)."""
+    style = _style(dialect)
     # copy=False: the tree is this call's own, so sqlglot need not copy it before rendering.
-    return _Renderer(dialect).select(plan, top=True).sql(dialect=dialect, copy=False)
+    return _Renderer(dialect, style).select(plan, top=True).sql(dialect=dialect, copy=False)
 
 
 # ---------------------------------------------------------------- explicit names
@@ -153,11 +162,25 @@ class _Names:
         """The refs of this plan whose table has a column ``name``."""
         return [ref for info, ref in self.refs.values() if info is not None and info.column(name) is not None]
 
+    def spelled(self, ref: str, name: str) -> str:
+        """``name`` as the schema spells it in the table ``ref`` names (here or in an enclosing
+        plan), else as written."""
+        level: _Names | None = self
+        while level is not None:
+            found = level.refs.get(ref.lower())
+            if found is not None:
+                column = found[0].column(name) if found[0] is not None else None
+                return column.name if column is not None else name
+            level = level.parent
+        return name
+
 
 def qualify_plan(plan: PlanModel, schema: SchemaSnapshot) -> PlanModel:
     """``plan`` with every column qualified by its table alias and every select-alias reference
     outside a bare ORDER BY key replaced by the alias's expression, resolved the way the
-    validator resolves them. Names the validator would reject are left as they are."""
+    validator resolves them, and every table and column spelled as the schema spells it (a plan
+    names them as a person writes them unquoted; the SQL quotes them, and a server such as
+    Postgres matches a quoted name exactly). Names the validator would reject are left as they are."""
     return _Qualifier(schema).plan(plan, None)
 
 
@@ -168,8 +191,10 @@ class _Qualifier:
     def plan(self, plan: PlanModel, parent: _Names | None) -> PlanModel:
         names = _Names(plan, self.schema, parent)
         update: dict[str, object] = {
+            "from_": self.table(plan.from_),
             "select": [i.model_copy(update={"expr": self.expr(i.expr, names, "SELECT")}) for i in plan.select],
-            "joins": [j.model_copy(update={"on": self.expr(j.on, names, "ON")}) for j in plan.joins],
+            "joins": [j.model_copy(update={"on": self.expr(j.on, names, "ON"), "table": self.table(j.table)})
+                      for j in plan.joins],
             "group_by": [self.expr(e, names, "GROUP BY") for e in plan.group_by],
             "order_by": [self.order(o, names) for o in plan.order_by],
         }
@@ -178,6 +203,14 @@ class _Qualifier:
         if plan.having is not None:
             update["having"] = self.expr(plan.having, names, "HAVING")
         return plan.model_copy(update=update)
+
+    def table(self, ref: TableRef) -> TableRef:
+        """The table as the schema spells it; its columns keep naming it as the plan wrote it (an
+        alias of that spelling where it had none)."""
+        info = self.schema.table(ref.name)
+        if info is None or info.name == ref.name:
+            return ref
+        return ref.model_copy(update={"name": info.name, "alias": ref.alias or ref.name})
 
     def order(self, item: OrderItem, names: _Names) -> OrderItem:
         if isinstance(item.expr, ColumnExpr):
@@ -211,7 +244,8 @@ class _Qualifier:
 
     def column(self, node: ColumnExpr, names: _Names, clause: str, bare: bool = False) -> object:
         if node.table is not None:
-            return node
+            spelled = names.spelled(node.table, node.name)
+            return node if spelled == node.name else node.model_copy(update={"name": spelled})
         alias = names.aliases.get(node.name.lower()) if clause in _ALIAS_CLAUSES else None
         if alias is not None and bare:
             return node  # ORDER BY name: SQL reads the select alias
@@ -230,7 +264,7 @@ class _Qualifier:
             if ref.lower() in inner.refs:
                 return node  # a nearer plan hides that ref: leave the engine's own lookup
             inner = inner.parent
-        return ColumnExpr(table=ref, name=node.name)
+        return ColumnExpr(table=ref, name=level.spelled(ref, node.name))
 
 
 def _ident(name: str) -> exp.Identifier:
@@ -250,9 +284,9 @@ def _wrap(node: exp.Expression, parens: bool) -> exp.Expression:
 class _Renderer:
     """Builds the sqlglot tree for one dialect."""
 
-    def __init__(self, dialect: str) -> None:
+    def __init__(self, dialect: str, style: SqlStyle) -> None:
         self.dialect = dialect
-        self.duck = dialect == "duckdb"
+        self.style = style
 
     # ------------------------------------------------------------ statements
 
@@ -303,7 +337,7 @@ class _Renderer:
 
     def ordered(self, expr: object, desc: bool) -> exp.Ordered:
         # Say where NULLs go exactly as the engine itself puts them, so sqlglot adds no clause.
-        nulls_first = (not desc) and not self.duck
+        nulls_first = (not desc) and self.style.nulls_first_ascending
         return exp.Ordered(this=self.expr(expr), desc=desc, nulls_first=nulls_first)
 
     # ------------------------------------------------------------ expressions
@@ -381,7 +415,7 @@ class _Renderer:
             left, right = _wrap(left, lp <= _CMP), _wrap(right, rp <= _CMP)
             if op in _COMPARISONS:
                 return _COMPARISONS[op](this=left, expression=right)
-            like = (exp.ILike if self.duck else exp.Like)(this=left, expression=right)
+            like = (exp.ILike if self.style.like == "ILIKE" else exp.Like)(this=left, expression=right)
             return exp.Not(this=like) if op == "not_like" else like
         if op == "||":
             # SQLite binds || tighter than arithmetic and DuckDB looser: parenthesise anything
@@ -395,7 +429,7 @@ class _Renderer:
         left, right = _wrap(left, lp < p), _wrap(right, rp <= p)
         if op == "/":
             # typed=True tells sqlglot the engine's own '/' is meant (it would cast in SQLite).
-            return exp.Div(this=left, expression=right, typed=not self.duck, safe=False)
+            return exp.Div(this=left, expression=right, typed=self.style.integer_division, safe=False)
         return _ARITHMETIC[op](this=left, expression=right)
 
     def unary(self, node: UnaryExpr) -> exp.Expression:
@@ -419,7 +453,7 @@ class _Renderer:
                 return _AGGREGATE_NODES[node.name](this=args[0])
             return exp.Anonymous(this=node.name.upper(), expressions=args)  # arity error left to the engine
         if node.name == "group_concat":
-            if self.duck:
+            if self.style.string_agg == "STRING_AGG":
                 sep = args[1] if len(args) > 1 else exp.Literal.string(",")
                 return exp.Anonymous(
                     this="STRING_AGG", expressions=[args[0] if args else exp.Null(), sep, *args[2:]]
@@ -429,15 +463,13 @@ class _Renderer:
         return exp.Anonymous(this=node.name.upper(), expressions=args)
 
     def cast(self, arg: exp.Expression, to: str) -> exp.Expression:
-        return exp.Cast(this=arg, to=exp.DataType(this=_CAST_TYPES[self.dialect][to]))
+        return exp.Cast(this=arg, to=_cast_type(self.dialect, self.style.cast_types[to]).copy())
 
     def date_part(self, part: str, arg: exp.Expression) -> exp.Expression:
-        if self.duck:
-            if part in ("year", "month", "day"):
-                return exp.Anonymous(this=part.upper(), expressions=[arg])
-            fmt = "%Y-%m" if part == "year_month" else "%Y-%m-%d"
-            return exp.Anonymous(this="STRFTIME", expressions=[arg, exp.Literal.string(fmt)])
-        if part == "date":
-            return exp.Anonymous(this="DATE", expressions=[arg])
-        text = exp.Anonymous(this="STRFTIME", expressions=[exp.Literal.string(_SQLITE_FORMATS[part]), arg])
-        return self.cast(text, "integer") if part != "year_month" else text
+        tree = _template(self.dialect, self.style.date_parts[part]).copy()
+        for column in list(tree.find_all(exp.Column)):
+            if column.name == _ARG:
+                if column is tree:
+                    return arg
+                column.replace(arg.copy())
+        return tree

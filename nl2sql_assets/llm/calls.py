@@ -11,7 +11,9 @@ from nl2sql_assets.config import StrictModel
 #: model's tokenizer (the provider sent none), or both (some attempts of each).
 TokenSource = Literal["measured", "estimated", "mixed"]
 #: Why a call failed for a reason outside the model's answer: the provider or the way to it.
-EnvErrorKind = Literal["auth", "quota", "rate_limit", "server", "timeout", "transport", "not_found"]
+#: why the environment failed a case run: the model provider's (auth ... not_found), or the
+#: datasource's server, unreachable or gone mid-run (database)
+EnvErrorKind = Literal["auth", "quota", "rate_limit", "server", "timeout", "transport", "not_found", "database"]
 
 
 def combine_sources(sources: Iterable[TokenSource | None]) -> TokenSource | None:

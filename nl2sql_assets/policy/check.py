@@ -13,7 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nl2sql_assets.config import DEFAULT_DANGEROUS_FUNCTIONS, DatasourceAccess
+from nl2sql_assets.config import DatasourceAccess
+from nl2sql_assets.datasources.engines import engine_for_dialect
+from nl2sql_assets.datasources.guard import allowed_function_names
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.policy.facts import analyse
 from nl2sql_assets.policy.rules import RULES, PolicyContext, PolicyRule
@@ -68,10 +70,12 @@ def check_sql(
     built-in list for the dialect; a project passes ``policies.dangerous_for(dialect)``).
     Never raises for bad SQL: unreadable text is refused."""
     facts = analyse(sql, dialect, schema)
+    engine = engine_for_dialect(dialect)
     if dangerous_functions is None:
-        dangerous_functions = DEFAULT_DANGEROUS_FUNCTIONS.get(dialect, [])
+        dangerous_functions = engine.dangerous_functions if engine is not None else ()
     ctx = PolicyContext(dialect=dialect, schema=schema, access=access, role=role,
-                        dangerous_functions=frozenset(f.lower() for f in dangerous_functions))
+                        dangerous_functions=frozenset(f.lower() for f in dangerous_functions),
+                        allowed_functions=allowed_function_names(engine) if engine is not None else None)
     read = {"tables": sorted(facts.tables), "columns": facts.column_names}
     for rule in rules:
         finding = rule.check(facts, ctx)

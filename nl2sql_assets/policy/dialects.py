@@ -108,7 +108,7 @@ def _double_quoted(identifier: exp.Expression, sql: str) -> bool:
 
 def _table_info(snapshot: SchemaSnapshot, table: exp.Table) -> TableInfo | None:
     if not isinstance(table.this, exp.Identifier) or table.text("catalog") or \
-            table.text("db").lower() not in ("", "main"):
+            table.text("db").lower() not in snapshot.own_schemas:
         return None
     return snapshot.table(table.name)
 

@@ -34,12 +34,11 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 
+from nl2sql_assets.datasources.guard import function_name, function_names
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.policy import clone
 from nl2sql_assets.policy.dialects import name_rules
 
-# Schema names a plain table may carry (``main.Track``); any other schema or catalog is not ours.
-_OWN_SCHEMAS = frozenset({"", "main"})
 _SHADOW_META = "nl2sql_shadowed"
 
 
@@ -262,16 +261,8 @@ def _table_refs(tree: exp.Expression) -> tuple[TableRef, ...]:
     return tuple(dict.fromkeys(refs))
 
 
-def _func_name(node: exp.Expression) -> str:
-    if isinstance(node, exp.Anonymous):
-        return str(node.this).lower()
-    if isinstance(node, exp.Func):
-        return node.sql_name().lower()
-    return type(node).__name__.lower()
-
-
-def _function_names(tree: exp.Expression) -> set[str]:
-    return {_func_name(node) for node in tree.find_all(exp.Func)}
+_func_name = function_name
+_function_names = function_names
 
 
 def _opaque_references(tree: exp.Expression) -> list[str]:
@@ -405,7 +396,7 @@ class _Reads:
         if not isinstance(source.this, exp.Identifier):
             return None  # a table function: judged by its name, by the rules
         db, catalog = source.text("db").lower(), source.text("catalog").lower()
-        info = self.snapshot.table(source.name) if db in _OWN_SCHEMAS and not catalog else None
+        info = self.snapshot.named(source.name) if db in self.snapshot.own_schemas and not catalog else None
         if info is None:
             self.unresolved.append(f"table {source.sql()} is not in the datasource's schema")
             return None
@@ -416,8 +407,8 @@ class _Reads:
         table = self.table(source)
         if table is None:
             return None
-        info = self.snapshot.table(table)
-        col = info.column(name) if info is not None else None
+        info = self.snapshot.named(table)
+        col = info.column(name, self.snapshot.exact_names) if info is not None else None
         return (table, col.name) if col is not None else None
 
     @staticmethod

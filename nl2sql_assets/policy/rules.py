@@ -23,11 +23,31 @@ from nl2sql_assets.config import DatasourceAccess
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.policy.facts import QueryFacts, TableRef
 
-# Catalogs and system objects no role reads: SQLite's sqlite_* tables and pragma_* functions,
-# DuckDB's duckdb_*() functions and its information_schema / pg_catalog views.
+# Catalogs and system objects no role reads, whatever the dialect: SQLite's sqlite_* tables and
+# pragma_* functions, DuckDB's duckdb_*() functions, the information_schema / pg_catalog views. Each
+# engine adds its own (``DatabaseEngine.system_*``: mysql.*, performance_schema, ...).
 SYSTEM_PREFIXES = ("sqlite_", "pragma_", "duckdb_", "pg_")
 SYSTEM_SCHEMAS = frozenset({"information_schema", "pg_catalog", "system", "temp"})
 SYSTEM_FUNCTIONS = frozenset({"current_setting", "getvariable", "which_secret"})
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemNames:
+    """What counts as the system catalog in one dialect: the shared names and its engine's own."""
+
+    prefixes: tuple[str, ...]
+    schemas: frozenset[str]
+    functions: frozenset[str]
+
+    @classmethod
+    def of(cls, dialect: str) -> SystemNames:
+        from nl2sql_assets.datasources.engines import engine_for_dialect
+
+        engine = engine_for_dialect(dialect)
+        if engine is None:
+            return cls(SYSTEM_PREFIXES, SYSTEM_SCHEMAS, SYSTEM_FUNCTIONS)
+        return cls(tuple(dict.fromkeys((*SYSTEM_PREFIXES, *engine.system_prefixes))),
+                   SYSTEM_SCHEMAS | engine.system_schemas, SYSTEM_FUNCTIONS | engine.system_functions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +60,8 @@ class PolicyContext:
     access: DatasourceAccess | None
     role: str
     dangerous_functions: frozenset[str] = frozenset()
+    #: the functions the dialect's engine lets a statement call at all (None: any but the dangerous)
+    allowed_functions: frozenset[str] | None = None
 
 
 Fault = Literal["policy", "sql"]
@@ -77,12 +99,12 @@ class ReadOnlyQuery(PolicyRule):
         return Finding(f"not one readable query: {facts.parse_error}")
 
 
-def _is_system(ref: TableRef) -> bool:
+def _is_system(ref: TableRef, names: SystemNames) -> bool:
     return (
-        ref.name.startswith(SYSTEM_PREFIXES)
-        or ref.name in SYSTEM_SCHEMAS
-        or ref.db in SYSTEM_SCHEMAS
-        or ref.catalog in SYSTEM_SCHEMAS
+        ref.name.startswith(names.prefixes)
+        or ref.name in names.schemas
+        or ref.db in names.schemas
+        or ref.catalog in names.schemas
     )
 
 
@@ -91,8 +113,9 @@ class SystemCatalog(PolicyRule):
     checks = "no system table, catalog view or catalog function (sqlite_*, pragma_*, duckdb_*, information_schema, pg_catalog)"
 
     def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
-        tables = sorted({r.name for r in facts.table_refs if _is_system(r)})
-        functions = sorted(f for f in facts.functions if f.startswith(SYSTEM_PREFIXES) or f in SYSTEM_FUNCTIONS)
+        names = SystemNames.of(ctx.dialect)
+        tables = sorted({r.name for r in facts.table_refs if _is_system(r, names)})
+        functions = sorted(f for f in facts.functions if f.startswith(names.prefixes) or f in names.functions)
         named = tables + [f"{f}()" for f in functions if f not in tables]
         if not named:
             return None
@@ -101,10 +124,13 @@ class SystemCatalog(PolicyRule):
 
 class DangerousFunction(PolicyRule):
     name = "dangerous_function"
-    checks = "no function the policy lists for the dialect (file, network or native-code access), for any role"
+    checks = ("no function the policy lists for the dialect (file, network or native-code access), and on a "
+              "server only the functions a data question needs, for any role")
 
     def check(self, facts: QueryFacts, ctx: PolicyContext) -> Finding | None:
-        called = sorted(f for f in facts.functions if f in ctx.dangerous_functions)
+        allowed = ctx.allowed_functions
+        called = sorted(f for f in facts.functions
+                        if f in ctx.dangerous_functions or (allowed is not None and f not in allowed))
         if not called:
             return None
         named = tuple(f"{f}()" for f in called)
@@ -120,7 +146,7 @@ class KnownSources(PolicyRule):
         for ref in facts.table_refs:
             if ref.function:
                 outside.append(f"{ref.name}()")
-            elif ref.catalog or ref.db not in ("", "main"):
+            elif ref.catalog or ref.db not in ctx.schema.own_schemas:
                 outside.append(".".join(p for p in (ref.catalog, ref.db, ref.name) if p))
             elif ctx.schema.table(ref.name) is None:
                 missing.append(ref.name)

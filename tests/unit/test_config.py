@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from nl2sql_assets.config import ConfigError, DatasourceAccess, load_config, substitute_env
+from nl2sql_assets.project import load_project_config
 
 BASE = """\
 datasources:
@@ -55,7 +56,7 @@ def test_paths_resolve_against_the_config_folder_and_evals_file_is_loaded(tmp_pa
 def test_errors_name_the_file_the_line_and_the_field(tmp_path: Path, text: str, fragments: list[str]):
     path = _project(tmp_path, text)
     with pytest.raises(ConfigError) as info:
-        load_config(path)
+        load_project_config(path)  # the loader every command uses: the engine checks its datasources too
     message = str(info.value)
     assert str(path) in message
     for fragment in fragments:

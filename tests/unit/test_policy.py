@@ -414,7 +414,10 @@ def test_the_function_list_is_the_caller_s_per_dialect() -> None:
 
     own = PoliciesConfig(dangerous_functions={"sqlite": ["upper"]})
     assert own.dangerous_for("sqlite") == {"upper"}
-    assert "read_csv_auto" in own.dangerous_for("duckdb")  # a dialect it leaves out keeps the built-in list
+    assert own.dangerous_for("duckdb") is None  # a dialect it leaves out keeps its engine's built-in list
+    duck = check_sql("SELECT * FROM read_csv_auto('x.csv')", dialect="duckdb", schema=STORE, access=None, role="a",
+                     dangerous_functions=own.dangerous_for("duckdb"))
+    assert duck.rule == "dangerous_function"
 
 
 # ---------------------------------------------------------------- forbidden_join

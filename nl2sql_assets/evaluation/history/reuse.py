@@ -65,7 +65,13 @@ def file_sha256(path: str | Path) -> str:
 
 def database_digest(datasource: DatasourceConfig) -> str:
     """The database's contents: its file and any write-ahead log beside it (SQLite's ``-wal``,
-    DuckDB's ``.wal``), whose committed pages are part of what a reader sees."""
+    DuckDB's ``.wal``), whose committed pages are part of what a reader sees. A server's contents
+    have no digest a client can take cheaply: each call gives a new value, so nothing computed
+    from a server is ever reused."""
+    if datasource.path is None:
+        import uuid
+
+        return f"live:{uuid.uuid4().hex}"
     path = Path(datasource.path)
     parts = [file_sha256(path)]
     for sidecar in (Path(f"{path}-wal"), Path(f"{path}.wal")):

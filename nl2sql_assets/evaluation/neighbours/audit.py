@@ -43,6 +43,7 @@ from nl2sql_assets.evaluation.neighbours.formats import format_of
 from nl2sql_assets.evaluation.neighbours.store import (
     KeptSet,
     gold_query,
+    has_neighbours,
     neighbour_cases,
     project_sets,
     project_suites,
@@ -263,8 +264,8 @@ def _audit_key(config: ProjectConfig, suite: Any, sets: dict[str, KeptSet]) -> s
     used = sorted({c.datasources[0] for c in neighbour_cases(suite)})
     described = {
         "version": AUDIT_VERSION, "cases": suite.model_dump(mode="json"), "path": str(suite.path),
-        "databases": {ds: file_digest(Path(config.datasource(ds).path)) for ds in used
-                      if Path(config.datasource(ds).path).is_file()},
+        "databases": {ds: file_digest(config.datasource(ds).database_file) for ds in used
+                      if has_neighbours(config.datasource(ds)) and config.datasource(ds).database_file.is_file()},
         "timeouts": {ds: config.datasource(ds).timeout_s for ds in used},
         "sets": {ds: kept.manifest.key for ds, kept in sorted(sets.items())},
     }
@@ -299,13 +300,15 @@ def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
         by_datasource.setdefault(case.datasources[0], []).append(case)
     for datasource, its_cases in sorted(by_datasource.items()):
         ds = config.datasource(datasource)
+        if not has_neighbours(ds):
+            continue  # a server: its gold audit comes with its neighbour databases (not made yet)
         files = format_of(ds.engine)
         kept = sets.get(datasource)
         adapter = open_adapter(ds)
         paths = kept.paths if kept else []
         neighbour_adapters = [files.open(p) for p in paths]
         # each database once more, scanned backwards (opened once: a DuckDB one is a copy)
-        backwards = [files.open_reversed(p, ds.timeout_s) for p in [Path(ds.path), *paths]]
+        backwards = [files.open_reversed(p, ds.timeout_s) for p in [ds.database_file, *paths]]
         try:
             for case in its_cases:
                 location = case_location(suite, case.id, "sql", suite_name)

@@ -186,7 +186,7 @@ def neighbour_set(datasource: DatasourceConfig, golds: Sequence[GoldQuery], fold
     if datasource.engine not in FORMATS:
         raise UserError(f"datasource {datasource.id!r}: neighbour databases are made of "
                         f"{' or '.join(FORMATS)} datasources, not {datasource.engine}")
-    source = Path(datasource.path)
+    source = datasource.database_file
     if not source.is_file():
         raise UserError(f"datasource {datasource.id!r}: database file not found: {source} "
                         "(run `nl2sql-assets data` to make the demo's)")
@@ -212,7 +212,7 @@ def duckdb_errors() -> type[BaseException]:
 def _build(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Path, home: Path, key: str,
            settings: NeighbourSettings, workers: int | None) -> KeptSet:
     files = format_of(datasource.engine)
-    source = Path(datasource.path)
+    source = datasource.database_file
     started = time.perf_counter()
     (folder / datasource.id).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=folder / datasource.id))
@@ -372,14 +372,28 @@ def project_sets(config: ProjectConfig, suites: Iterable[tuple[str, EvalSuite]],
     so a run of one suite grades on the same neighbours as a run of all of them."""
     golds = golds_by_datasource(suites)
     wanted = sorted(golds) if datasources is None else [d for d in sorted(set(datasources)) if d in golds]
-    known = {d.id for d in config.datasources}
+    known = {d.id: d for d in config.datasources}
     out: dict[str, KeptSet] = {}
     for datasource in wanted:
         if datasource not in known:
             continue  # the run names it as it selects cases; its own error is the runner's
+        if not has_neighbours(known[datasource]):
+            continue  # a server's neighbours are not made yet: graded on the original only (``original_only``)
         out[datasource] = neighbour_set(config.datasource(datasource), golds[datasource], folder, settings,
                                         workers=workers)
     return out
+
+
+def has_neighbours(datasource: DatasourceConfig) -> bool:
+    """Whether neighbour databases are made of this datasource's kind (files; not servers yet)."""
+    return datasource.engine in FORMATS
+
+
+def original_only(config: ProjectConfig, datasources: Iterable[str]) -> list[str]:
+    """The configured datasources among ``datasources`` whose kind has no neighbour databases
+    yet: a run grades them on the original database only, and says so."""
+    known = {d.id: d for d in config.datasources}
+    return sorted({d for d in datasources if d in known and not has_neighbours(known[d])})
 
 
 def sets_of_folders(folders: Mapping[str, str | Path]) -> dict[str, KeptSet]:

@@ -147,6 +147,9 @@ class DatabaseRef(StrictModel):
     schema_fingerprint: str
     tables: int = 0
     columns: int = 0
+    #: why the run's login could change data on this server (superuser, a write privilege), None
+    #: where it could not (every file engine: opened read-only)
+    could_write: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ConfigMeta(StrictModel):
@@ -228,6 +231,9 @@ class NeighbourRun(StrictModel):
     max_rows: int
     generator_version: int
     sets: list[NeighbourSetRef] = Field(default_factory=list)
+    #: datasources of the run graded on the original database only: servers, whose neighbour
+    #: databases are not made yet
+    original_only: list[str] = Field(default_factory=list)
 
     def series(self) -> tuple[Any, ...]:
         """What two runs must share for their neighbour-robust verdicts to compare."""

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nl2sql_assets.config import ConfigError, ProjectConfig
+from nl2sql_assets.datasources.base import DatasourceUnavailable
 from nl2sql_assets.engine.events import EVAL_CASE, EVAL_FINISHED, Event, EventBus
 from nl2sql_assets.engine.result import PROVIDER_ERROR, SECURITY_VIOLATION, QueryResult
 from nl2sql_assets.errors import RunRefused
@@ -125,7 +126,10 @@ def _probe_result(rr: RoleRun, datasource: str, decision: PolicyDecision, second
 
 
 def env_error_of(result: QueryResult) -> EnvErrorKind | None:
-    """The environment error kind of a case run the provider failed (None: it did not)."""
+    """The environment error kind of a case run the provider or the datasource's server failed
+    (None: neither did)."""
+    if result.error_code == DatasourceUnavailable.code:
+        return "database"
     if result.error_code != PROVIDER_ERROR:
         return None
     return next((c.error_kind for c in reversed(result.calls) if c.error_kind), "transport")
@@ -661,6 +665,11 @@ def _databases(registry: Any, runs: list[RoleRun],
                 "under datasources: in nl2sql.yaml"
             )
         snap = registry.snapshot(ds_id)
+        could_write = getattr(registry.get(ds_id), "could_write", lambda: None)()  # an adapter of a test may lack it
+        if could_write is not None:
+            log.warning("datasource %r: %s: this evaluation's login could change data; every statement runs in "
+                        "a read-only transaction, but a read-only role is the layer that holds (README, "
+                        "'A read-only role')", ds_id, could_write)
         out.append(
             {
                 "datasource_id": ds_id,
@@ -668,6 +677,7 @@ def _databases(registry: Any, runs: list[RoleRun],
                 "schema_fingerprint": snap.fingerprint(),
                 "tables": len(snap.tables),
                 "columns": snap.column_count,
+                "could_write": could_write,
             }
         )
     return out
@@ -750,7 +760,7 @@ def _neighbours(request: RunRequest, mode: Mode, config: ProjectConfig, loaded: 
         return None, {}, []
     from nl2sql_assets.evaluation.neighbours import GENERATOR_VERSION
     from nl2sql_assets.evaluation.neighbours.audit import audit_suite
-    from nl2sql_assets.evaluation.neighbours.store import project_sets, project_suites
+    from nl2sql_assets.evaluation.neighbours.store import original_only, project_sets, project_suites
     from nl2sql_assets.paths import neighbours_dir
 
     wanted = {rr.case.datasources[0] for rr in runs if rr.case.kind == "answer" and len(rr.case.datasources) == 1}
@@ -761,7 +771,8 @@ def _neighbours(request: RunRequest, mode: Mode, config: ProjectConfig, loaded: 
         sets=[NeighbourSetRef(datasource=ds, key=kept.manifest.key, kept=len(kept.manifest.kept),
                               separated=kept.manifest.separated, separable=kept.manifest.separable,
                               possibly_equivalent=kept.manifest.possibly_equivalent)
-              for ds, kept in sorted(sets.items())])
+              for ds, kept in sorted(sets.items())],
+        original_only=original_only(config, wanted))
     audit: list[Any] = []
     if request.shard is None:
         selected = {(rr.suite, rr.case.id) for rr in runs}

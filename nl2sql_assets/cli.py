@@ -55,7 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     init = sub.add_parser("init", help="write a working demo project folder", **fmt)
     init.add_argument("--demo", metavar="DIR", required=True, help="the folder to write the demo project into")
     init.add_argument("--chinook", metavar="PATH", default=None, help=chinook_help)
-    init.add_argument("--force", action="store_true", help="overwrite an existing project in DIR")
+    init.add_argument("--force", action="store_true", help="overwrite an existing project in DIR (and, with "
+                      "--database, the demo's schemas or databases on that server)")
+    init.add_argument("--database", metavar="URL", default=None,
+                      help="put the demo's databases on this Postgres or MySQL/MariaDB server "
+                           "(postgresql://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB) and its suites in its dialect")
 
     data = sub.add_parser("data", help="make sure the project's demo databases exist", **fmt)
     data.add_argument("--chinook", metavar="PATH", default=None, help=chinook_help)
@@ -576,8 +580,20 @@ def _cmd_eval_publish(args: argparse.Namespace) -> int:
 def _cmd_init(args: argparse.Namespace) -> int:
     from nl2sql_assets.demo import init_demo
 
-    demo = init_demo(Path(args.demo), chinook=Path(args.chinook) if args.chinook else None, force=args.force)
+    demo = init_demo(Path(args.demo), chinook=Path(args.chinook) if args.chinook else None, force=args.force,
+                     database=args.database)
     print(f"demo project written to {demo.root}")
+    if demo.server is not None:
+        server = demo.server
+        for ds, cfg in server.datasources.items():
+            where = ", ".join(cfg.schemas) if cfg.schemas else cfg.database
+            print(f"  {ds}: {server.tables[ds]} tables, {server.rows[ds]} rows copied into {where} ({server.engine})")
+        print(f"  suites translated into {server.engine}'s SQL and their rows regenerated there: "
+              + ", ".join(f"{name} {n}" for name, n in server.translated.items() if n))
+        for key, why in server.differences.items():
+            print(f"  differs from the original: {key}: {why}")
+        if server.export:
+            print(f"the URL carries a password, so nl2sql.yaml reads it from the environment: {server.export}")
     print(f"next: cd {demo.root} && nl2sql-assets eval run --mode plans")
     return 0
 

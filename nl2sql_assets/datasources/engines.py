@@ -53,6 +53,21 @@ class SqlStyle:
     date_parts: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class TableData:
+    """A table to copy into a server (the demo's databases; later, neighbour databases): its
+    columns with their types as the source's dialect writes them, its keys and its rows."""
+
+    name: str
+    #: (name, type in the source's dialect, NOT NULL)
+    columns: list[tuple[str, str, bool]]
+    primary_key: list[str] = field(default_factory=list)
+    #: column -> (parent table, parent column)
+    references: dict[str, tuple[str, str]] = field(default_factory=dict)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    description: str | None = None
+
+
 class DatabaseEngine:
     """One kind of database. Subclasses set the class attributes and implement ``open``."""
 
@@ -64,6 +79,8 @@ class DatabaseEngine:
     dialect: ClassVar[str]
     #: a server reached by URL (True) or a file opened by path (False)
     server: ClassVar[bool] = False
+    #: the schemes of a server's URL (``postgresql``); none for a file engine
+    url_schemes: ClassVar[tuple[str, ...]] = ()
     #: schemas no statement may read (lower case): the catalogs
     system_schemas: ClassVar[frozenset[str]] = frozenset()
     #: name prefixes of system tables and catalog functions (lower case)
@@ -91,6 +108,17 @@ class DatabaseEngine:
         """The read-only adapter of a datasource of this kind. ``bulk``: one reader for thousands
         of statements (the prediction grader), each checked by the database's own rules only."""
         raise NotImplementedError
+
+    def write_tables(self, cfg: DatasourceConfig, namespace: str, tables: list[TableData], source_dialect: str,
+                     *, replace: bool = False) -> None:
+        """Copy ``tables`` (parents before children) into ``namespace`` of the server ``cfg`` reaches
+        (a Postgres schema, a MySQL database), through a connection of its own that may write;
+        the read-only adapter is never it. A namespace that exists is refused unless ``replace``."""
+        raise NotImplementedError(f"tables are not copied into {self.label} datasources")
+
+    def namespaced(self, cfg: DatasourceConfig, namespace: str) -> DatasourceConfig:
+        """``cfg`` reading ``namespace`` (its schema or database)."""
+        raise NotImplementedError(f"{self.label} datasources have no namespaces")
 
     def config_problems(self, cfg: DatasourceConfig) -> list[str]:
         """What is wrong with ``cfg`` for this kind, each with the fix (empty: nothing)."""

@@ -36,7 +36,7 @@ from nl2sql_assets.datasources.base import (
     QueryTimeout,
     ReadOnlyViolation,
 )
-from nl2sql_assets.datasources.engines import DatabaseEngine, SqlStyle
+from nl2sql_assets.datasources.engines import DatabaseEngine, SqlStyle, TableData
 from nl2sql_assets.datasources.guard import check_read_only, check_server_statement
 from nl2sql_assets.datasources.schema import ColumnInfo, ForeignKey, SchemaSnapshot, TableInfo
 from nl2sql_assets.datasources.server import CLIENT_GRACE_S, ConnectionPool, ServerAddress, Watchdog
@@ -234,6 +234,25 @@ class MysqlAdapter:
             self._killer = None
 
 
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _mysql_type(source_type: str, source_dialect: str, key: bool) -> str:
+    """A column type written in ``source_dialect`` as MySQL writes it: text without a length is
+    TEXT, or VARCHAR(255) where a key needs a length."""
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        built = exp.DataType.build(source_type or "TEXT", dialect=source_dialect)
+    except (SqlglotError, ValueError):
+        return "VARCHAR(255)" if key else "TEXT"
+    if built.is_type(*exp.DataType.TEXT_TYPES) and not built.expressions:
+        return "VARCHAR(255)" if key else "TEXT"
+    return built.sql(dialect="mysql")
+
+
 def _message(exc: BaseException) -> str:
     args = getattr(exc, "args", ())
     if len(args) >= 2:
@@ -339,6 +358,8 @@ SELECT COUNT(x), COUNT(DISTINCT x), SUM(x), AVG(x), MIN(x), MAX(x), GROUP_CONCAT
   EXTRACT(YEAR FROM d), UNIX_TIMESTAMP(d), FROM_UNIXTIME(1), MAKEDATE(2020, 1), TIMESTAMP(d), TO_DAYS(d),
   CAST(x AS CHAR), CONVERT(x, CHAR), JSON_EXTRACT(j, '$.a'), JSON_UNQUOTE(j), JSON_LENGTH(j)
 FROM t
+WHERE (a AND b OR NOT c) AND x IN (1, 2) AND x BETWEEN 1 AND 2 AND s LIKE 'a%' AND x IS NULL
+  AND EXISTS (SELECT 1) AND s REGEXP 'a' AND x <=> y AND (a XOR b)
 """
 
 
@@ -349,6 +370,7 @@ class MysqlEngine(DatabaseEngine):
     label = "MySQL"
     dialect = "mysql"
     server = True
+    url_schemes = ("mysql", "mariadb")
     system_schemas = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
     system_prefixes = ()
     system_functions = frozenset({"version", "user", "current_user", "session_user", "system_user", "database",
@@ -360,13 +382,68 @@ class MysqlEngine(DatabaseEngine):
     refused_text = ("/*!", "/*M!", "/*+")
     folds_to_lower = False
     sql_style = SqlStyle(
-        like="LIKE", nulls_first_ascending=True, string_agg="GROUP_CONCAT", integer_division=False,
+        like="ILIKE", nulls_first_ascending=True, string_agg="GROUP_CONCAT", integer_division=False,
         cast_types={"integer": "SIGNED", "real": "DOUBLE", "text": "CHAR"},
         date_parts={"year": "YEAR({})", "month": "MONTH({})", "day": "DAY({})",
                     "year_month": "DATE_FORMAT({}, '%Y-%m')", "date": "DATE_FORMAT({}, '%Y-%m-%d')"})
 
     def open(self, cfg: DatasourceConfig, *, bulk: bool = False) -> MysqlAdapter:
         return MysqlAdapter(cfg, bulk=bulk)
+
+    def namespaced(self, cfg: DatasourceConfig, namespace: str) -> DatasourceConfig:
+        return cfg.model_copy(update={"database": namespace})
+
+    def write_tables(self, cfg: DatasourceConfig, namespace: str, tables: list[TableData], source_dialect: str,
+                     *, replace: bool = False) -> None:
+        """Tables under their own names in database ``namespace`` (utf8mb4, compared byte by byte
+        as SQLite compares text: ``utf8mb4_bin``); rows in batches, foreign keys once every row is in.
+        DDL commits as it goes in MySQL, so a failed copy drops the database it made."""
+        my = _driver()
+        a = ServerAddress.of(cfg, ("mysql", "mariadb"), 3306)
+        where = a.where("MySQL", cfg.id)
+        try:
+            conn = my.connect(host=a.host, port=a.port, user=a.user or "", password=a.password or "",
+                              connect_timeout=CONNECT_TIMEOUT_S, charset="utf8mb4", autocommit=True)
+        except my.err.OperationalError as exc:
+            raise DatasourceUnavailable(f"{where}: cannot connect: {_message(exc)}") from None
+        database = _quote(namespace)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (namespace,))
+                if cur.fetchone() is not None:
+                    if not replace:
+                        raise DatasourceError(f"{where}: database {namespace} exists already; pass --force to "
+                                              "replace it")
+                    cur.execute(f"DROP DATABASE {database}")
+                cur.execute(f"CREATE DATABASE {database} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+                try:
+                    for table in tables:
+                        keys = {k.lower() for k in table.primary_key} | {c.lower() for c in table.references}
+                        keys |= {pc.lower() for t in tables for p, pc in t.references.values()
+                                 if p.lower() == table.name.lower()}
+                        columns = [f"{_quote(c)} {_mysql_type(t, source_dialect, c.lower() in keys)}"
+                                   + (" NOT NULL" if not_null else "") for c, t, not_null in table.columns]
+                        if table.primary_key:
+                            columns.append(f"PRIMARY KEY ({', '.join(_quote(k) for k in table.primary_key)})")
+                        comment = " COMMENT = %s" if table.description else ""
+                        cur.execute(f"CREATE TABLE {database}.{_quote(table.name)} ({', '.join(columns)}){comment}",
+                                    (table.description,) if table.description else None)
+                        marks = ", ".join(["%s"] * len(table.columns))
+                        for start in range(0, len(table.rows), 1000):
+                            cur.executemany(f"INSERT INTO {database}.{_quote(table.name)} VALUES ({marks})",
+                                            table.rows[start:start + 1000])
+                    for table in tables:
+                        for column, (parent, parent_column) in table.references.items():
+                            cur.execute(f"ALTER TABLE {database}.{_quote(table.name)} ADD FOREIGN KEY ({_quote(column)}) "
+                                        f"REFERENCES {database}.{_quote(parent)} ({_quote(parent_column)})")
+                except my.err.MySQLError:
+                    cur.execute(f"DROP DATABASE IF EXISTS {database}")
+                    raise
+        except my.err.MySQLError as exc:
+            raise DatasourceError(f"{where}: cannot copy the tables into database {namespace}: {_message(exc)}") \
+                from None
+        finally:
+            conn.close()
 
     def where(self, cfg: DatasourceConfig) -> str:
         return ServerAddress.of(cfg, ("mysql", "mariadb"), 3306).where("MySQL", cfg.id)

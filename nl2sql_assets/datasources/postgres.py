@@ -36,7 +36,7 @@ from nl2sql_assets.datasources.base import (
     QueryTimeout,
     ReadOnlyViolation,
 )
-from nl2sql_assets.datasources.engines import DatabaseEngine, SqlStyle
+from nl2sql_assets.datasources.engines import DatabaseEngine, SqlStyle, TableData
 from nl2sql_assets.datasources.guard import check_read_only, check_server_statement
 from nl2sql_assets.datasources.schema import ColumnInfo, ForeignKey, SchemaSnapshot, TableInfo
 from nl2sql_assets.datasources.server import CLIENT_GRACE_S, ConnectionPool, ServerAddress, Watchdog
@@ -225,6 +225,19 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _server_type(source_type: str, source_dialect: str, dialect: str) -> str:
+    """A column type written in ``source_dialect`` as ``dialect`` writes it (TEXT where it has none)."""
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    if not source_type.strip():
+        return "TEXT"
+    try:
+        return exp.DataType.build(source_type, dialect=source_dialect).sql(dialect=dialect)
+    except (SqlglotError, ValueError):
+        return "TEXT"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return " ".join(text.splitlines()[:1])[:300]
@@ -362,6 +375,9 @@ SELECT COUNT(x), COUNT(DISTINCT x), SUM(x), AVG(x), MIN(x), MAX(x), STRING_AGG(s
   JSON_ARRAY_LENGTH(j), JSONB_ARRAY_LENGTH(j), JSON_TYPEOF(j), JSONB_TYPEOF(j), TO_JSON(x), TO_JSONB(x),
   JSON_AGG(x), JSONB_AGG(x), JSON_BUILD_OBJECT('a', x), JSONB_BUILD_OBJECT('a', x), ROW_TO_JSON(x)
 FROM t, GENERATE_SERIES(1, 3) AS g(n)
+WHERE (a AND b OR NOT c) AND x IN (1, 2) AND x BETWEEN 1 AND 2 AND s LIKE 'a%' AND s ILIKE 'a%' AND x IS NULL
+  AND EXISTS (SELECT 1) AND x = ANY (ARRAY[1, 2]) AND x <> ALL (ARRAY[1]) AND s SIMILAR TO 'a' AND s ~ 'a'
+  AND x IS DISTINCT FROM y AND COALESCE(a, b) = 1
 """
 
 
@@ -372,6 +388,7 @@ class PostgresEngine(DatabaseEngine):
     label = "Postgres"
     dialect = "postgres"
     server = True
+    url_schemes = ("postgresql", "postgres")
     system_schemas = frozenset({"pg_catalog", "information_schema", "pg_toast", "pg_temp"})
     system_prefixes = ("pg_",)
     system_functions = frozenset({"current_setting", "set_config", "version", "inet_server_addr",
@@ -391,7 +408,8 @@ class PostgresEngine(DatabaseEngine):
     folds_to_lower = True
     sql_style = SqlStyle(
         like="ILIKE", nulls_first_ascending=False, string_agg="STRING_AGG", integer_division=True,
-        cast_types={"integer": "INTEGER", "real": "DOUBLE PRECISION", "text": "TEXT"},
+        # real is NUMERIC: Postgres rounds only NUMERIC to a number of places (ROUND(x, 2))
+        cast_types={"integer": "INTEGER", "real": "NUMERIC", "text": "TEXT"},
         date_parts={"year": "CAST(EXTRACT(YEAR FROM {}) AS INTEGER)",
                     "month": "CAST(EXTRACT(MONTH FROM {}) AS INTEGER)",
                     "day": "CAST(EXTRACT(DAY FROM {}) AS INTEGER)",
@@ -399,6 +417,56 @@ class PostgresEngine(DatabaseEngine):
 
     def open(self, cfg: DatasourceConfig, *, bulk: bool = False) -> PostgresAdapter:
         return PostgresAdapter(cfg, bulk=bulk)
+
+    def namespaced(self, cfg: DatasourceConfig, namespace: str) -> DatasourceConfig:
+        return cfg.model_copy(update={"schemas": [namespace.lower()]})
+
+    def write_tables(self, cfg: DatasourceConfig, namespace: str, tables: list[TableData], source_dialect: str,
+                     *, replace: bool = False) -> None:
+        """Tables and their names folded to lower case, as Postgres ports of a database are (the
+        source's unquoted SQL then reaches them), in schema ``namespace``; rows in batches, foreign
+        keys once every row is in; one transaction, so a failed copy leaves nothing behind."""
+        from psycopg2.extras import execute_values
+
+        pg = _driver()
+        a = ServerAddress.of(cfg, ("postgresql", "postgres"), 5432)
+        where = a.where("Postgres", cfg.id)
+        schema = namespace.lower()
+        try:
+            conn = pg.connect(host=a.host, port=a.port, user=a.user, password=a.password, dbname=a.database,
+                              connect_timeout=CONNECT_TIMEOUT_S, application_name="nl2sql-assets-load")
+        except pg.OperationalError as exc:
+            raise DatasourceUnavailable(f"{where}: cannot connect: {_first_line(exc)}") from None
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+                if cur.fetchone() is not None:
+                    if not replace:
+                        raise DatasourceError(f"{where}: schema {schema} exists already; pass --force to replace it")
+                    cur.execute(f"DROP SCHEMA {_quote(schema)} CASCADE")
+                cur.execute(f"CREATE SCHEMA {_quote(schema)}")
+                for table in tables:
+                    name = f"{_quote(schema)}.{_quote(table.name.lower())}"
+                    columns = [f"{_quote(c.lower())} {_server_type(t, source_dialect, 'postgres')}"
+                               + (" NOT NULL" if not_null else "") for c, t, not_null in table.columns]
+                    if table.primary_key:
+                        columns.append(f"PRIMARY KEY ({', '.join(_quote(k.lower()) for k in table.primary_key)})")
+                    cur.execute(f"CREATE TABLE {name} ({', '.join(columns)})")
+                    if table.description:
+                        cur.execute(f"COMMENT ON TABLE {name} IS %s", (table.description,))
+                    if table.rows:
+                        execute_values(cur, f"INSERT INTO {name} VALUES %s", table.rows, page_size=1000)
+                for table in tables:
+                    for column, (parent, parent_column) in table.references.items():
+                        cur.execute(f"ALTER TABLE {_quote(schema)}.{_quote(table.name.lower())} ADD FOREIGN KEY "
+                                    f"({_quote(column.lower())}) REFERENCES {_quote(schema)}.{_quote(parent.lower())} "
+                                    f"({_quote(parent_column.lower())})")
+            conn.commit()
+        except pg.Error as exc:
+            conn.rollback()
+            raise DatasourceError(f"{where}: cannot copy the tables into schema {schema}: {_first_line(exc)}") from None
+        finally:
+            conn.close()
 
     def where(self, cfg: DatasourceConfig) -> str:
         return ServerAddress.of(cfg, ("postgresql", "postgres"), 5432).where("Postgres", cfg.id)

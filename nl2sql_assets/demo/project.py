@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nl2sql_assets.config import DatasourceConfig, ProjectConfig
 from nl2sql_assets.datasources.chinook import CHINOOK_SHA256, resolve_chinook, sha256_file
@@ -29,6 +29,9 @@ from nl2sql_assets.demo.policy import DEMO_POLICIES
 from nl2sql_assets.paths import packaged_suites_dir, repo_root
 from nl2sql_assets.yamlio import dump_yaml
 
+if TYPE_CHECKING:
+    from nl2sql_assets.demo.servers import ServerDemo
+
 YAML_HEADER = """\
 # nl2sql-assets project: the demo datasources (Chinook, support, webanalytics), who may read what,
 # and the model the reference engine calls. Paths are relative to this file.
@@ -47,8 +50,10 @@ EVALS_HEADER = """\
 """
 
 
-def project_config_data(data_dir: str = "data") -> dict[str, Any]:
-    """``nl2sql.yaml`` of the demo as data (what ``render_project_yaml`` writes)."""
+def project_config_data(data_dir: str = "data", servers: dict[str, DatasourceConfig] | None = None
+                        ) -> dict[str, Any]:
+    """``nl2sql.yaml`` of the demo as data (what ``render_project_yaml`` writes): its datasources
+    are the files under ``data_dir``, or, given ``servers`` (id -> datasource), on a server."""
     questions = {
         "chinook": list(CHINOOK_QUESTIONS),
         "support": SUPPORT_QUESTIONS,
@@ -56,11 +61,15 @@ def project_config_data(data_dir: str = "data") -> dict[str, Any]:
     }
     datasources = []
     for ds_id, (engine, filename) in DEMO_FILES.items():
+        where: dict[str, Any] = {"engine": engine, "path": f"{data_dir}/{filename}"}
+        if servers is not None:
+            where = servers[ds_id].model_dump(mode="json", include={"engine", "url", "url_env", "schemas", "database"},
+                                              exclude_defaults=True)
+            where["engine"] = servers[ds_id].engine
         datasources.append(
             {
                 "id": ds_id,
-                "engine": engine,
-                "path": f"{data_dir}/{filename}",
+                **where,
                 "description": DESCRIPTIONS[ds_id],
                 "row_limit": 1000,
                 "timeout_s": 10,
@@ -94,9 +103,9 @@ def evals_config_data(suites_dir: str = "suites") -> dict[str, Any]:
     }
 
 
-def render_project_yaml(data_dir: str = "data") -> str:
+def render_project_yaml(data_dir: str = "data", servers: dict[str, DatasourceConfig] | None = None) -> str:
     """The text of the demo's ``nl2sql.yaml``; the repository root's file is this text too."""
-    data = project_config_data(data_dir)
+    data = project_config_data(data_dir, servers)
     sections = [dump_yaml({key: value}, width=100) for key, value in data.items()]
     return YAML_HEADER + "\n" + "\n".join(sections)
 
@@ -105,9 +114,10 @@ def render_evals_yaml(suites_dir: str = "suites") -> str:
     return EVALS_HEADER + "\n" + dump_yaml(evals_config_data(suites_dir), width=100)
 
 
-def render_project_files(data_dir: str = "data", suites_dir: str = "suites") -> dict[str, str]:
+def render_project_files(data_dir: str = "data", suites_dir: str = "suites",
+                         servers: dict[str, DatasourceConfig] | None = None) -> dict[str, str]:
     """File name -> text for both config files."""
-    return {"nl2sql.yaml": render_project_yaml(data_dir), "evals.yaml": render_evals_yaml(suites_dir)}
+    return {"nl2sql.yaml": render_project_yaml(data_dir, servers), "evals.yaml": render_evals_yaml(suites_dir)}
 
 
 def write_root_project(root: Path | None = None) -> list[Path]:
@@ -137,18 +147,25 @@ class DemoProject:
     benchmarks_dir: Path
     data_dir: Path
     datasources: dict[str, Path]
+    #: the demo on a server (``init --demo DIR --database URL``): what was copied and translated
+    server: ServerDemo | None = None
 
 
 def init_demo(
-    target: Path, *, chinook: Path | None = None, data_dir_name: str = "data", force: bool = False
+    target: Path, *, chinook: Path | None = None, data_dir_name: str = "data", force: bool = False,
+    database: str | None = None,
 ) -> DemoProject:
     """Write a working demo project into ``target``: config files, the shipped suites, an empty
     ``benchmarks/`` and the three databases. A folder that already holds ``nl2sql.yaml`` is refused
-    unless ``force``."""
+    unless ``force``. ``database``: a Postgres or MySQL URL: the three databases are copied into
+    that server, the suites translated into its dialect and their rows regenerated there
+    (``demo.servers``); ``force`` then also replaces the demo's schemas or databases there."""
     target = Path(target).expanduser().resolve()
     config_path = target / "nl2sql.yaml"
     if config_path.exists() and not force:
         raise DemoError(f"{target} already holds a project ({config_path}); pass --force to overwrite it")
+    if database is not None:
+        return _init_server_demo(target, database, chinook=chinook, force=force)
     source = resolve_chinook(chinook)
 
     target.mkdir(parents=True, exist_ok=True)
@@ -179,6 +196,30 @@ def init_demo(
         data_dir=data_dir,
         datasources=paths,
     )
+
+
+def _init_server_demo(target: Path, url: str, *, chinook: Path | None, force: bool) -> DemoProject:
+    from nl2sql_assets.demo.servers import build_demo_files, engine_for_url, load_server_demo, move_suites
+
+    engine_for_url(url)  # a URL of no server engine is refused before anything is made
+    folder, files = build_demo_files(chinook)
+    try:
+        server = load_server_demo(url, files, force=force)
+        target.mkdir(parents=True, exist_ok=True)
+        suites_dir = target / "suites"
+        suites_dir.mkdir(exist_ok=True)
+        benchmarks = target / "benchmarks"
+        benchmarks.mkdir(exist_ok=True)
+        for name, text in render_project_files(servers=server.datasources).items():
+            tmp = target / f".{name}.tmp"
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, target / name)
+        move_suites(server, packaged_suites_dir(), suites_dir, files, url)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return DemoProject(root=target, config=target / "nl2sql.yaml", evals=target / "evals.yaml",
+                       suites_dir=suites_dir, benchmarks_dir=benchmarks, data_dir=target, datasources={},
+                       server=server)
 
 
 def _is_demo(ds: DatasourceConfig) -> bool:

@@ -150,6 +150,13 @@ def _server_check(sql: str, engine: DatabaseEngine) -> str:
         first = " ".join(str(exc).split())[:200]
         raise ReadOnlyViolation(f"the statement cannot be read as {engine.dialect} SQL ({first}); a statement the "
                                 f"checks cannot read does not run on a server") from None
+    for node in tree.walk():
+        if isinstance(node, exp.Lock):
+            raise ReadOnlyViolation(f"{node.sql(dialect=engine.dialect)} refused: a read takes no lock on "
+                                    f"{engine.label}; {hint}")
+        if isinstance(node, exp.SessionParameter | exp.Parameter | exp.Placeholder):
+            raise ReadOnlyViolation(f"{node.sql(dialect=engine.dialect)} refused: server and session variables "
+                                    f"are not the datasource's data; {hint}")
     called = function_names(tree)
     allowed = allowed_function_names(engine)
     dangerous = set(engine.dangerous_functions) | set(engine.system_functions)

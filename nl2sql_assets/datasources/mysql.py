@@ -72,8 +72,8 @@ class MysqlAdapter:
         self.row_limit = cfg.row_limit
         self.timeout_s = cfg.timeout_s
         self.address = ServerAddress.of(cfg, ("mysql", "mariadb"), 3306)
-        self.where = self.address.where("MySQL", cfg.id)
         self.database = cfg.database or self.address.database
+        self.where = self.address.where("MySQL", cfg.id, self.database)
         if not self.database:
             raise DatasourceError(f"{self.where}: no database: name it in the URL (mysql://user@host:port/DATABASE) "
                                   "or with database: in nl2sql.yaml")
@@ -446,7 +446,7 @@ class MysqlEngine(DatabaseEngine):
             conn.close()
 
     def where(self, cfg: DatasourceConfig) -> str:
-        return ServerAddress.of(cfg, ("mysql", "mariadb"), 3306).where("MySQL", cfg.id)
+        return ServerAddress.of(cfg, ("mysql", "mariadb"), 3306).where("MySQL", cfg.id, cfg.database)
 
     def identity(self, cfg: DatasourceConfig) -> dict[str, Any]:
         address = ServerAddress.of(cfg, ("mysql", "mariadb"), 3306)

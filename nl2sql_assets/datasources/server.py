@@ -80,10 +80,11 @@ class ServerAddress:
                    user=unquote(parts.username) if parts.username else None, database=database,
                    params=dict(parse_qsl(parts.query)), password=password)
 
-    def where(self, label: str, datasource: str) -> str:
+    def where(self, label: str, datasource: str, database: str | None = None) -> str:
         """``datasource 'x' (Postgres at host:port, database d, user u)``: what every message names."""
         user = f", user {self.user}" if self.user else ""
-        return f"datasource {datasource!r} ({label} at {self.host}:{self.port}, database {self.database}{user})"
+        return (f"datasource {datasource!r} ({label} at {self.host}:{self.port}, database "
+                f"{database or self.database}{user})")
 
 
 class ConnectionPool(Generic[C]):

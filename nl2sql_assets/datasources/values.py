@@ -14,11 +14,15 @@ from typing import Any
 
 
 def normalise_value(value: Any) -> Any:
-    """One value: Decimal→float, date→'YYYY-MM-DD', datetime→'YYYY-MM-DD HH:MM:SS[.ffffff]',
+    """One value: Decimal→float (a whole number past 2**53: int), date→'YYYY-MM-DD', datetime→'YYYY-MM-DD HH:MM:SS[.ffffff]',
     time→'HH:MM:SS[.ffffff]', bytes→hex, UUID→str; None/bool/int/float/str unchanged."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, Decimal):
+        # A whole number past float's exact range keeps every digit (a Postgres NUMERIC sum of
+        # BIGINTs); every other Decimal is a float, as SQLite's REAL is
+        if value.is_finite() and abs(value) >= _EXACT_FLOAT and value == value.to_integral_value():
+            return int(value)
         return float(value)
     if isinstance(value, _dt.datetime):  # before date: datetime is a date subclass
         return value.isoformat(sep=" ")
@@ -39,6 +43,9 @@ def normalise_value(value: Any) -> Any:
         return [normalise_value(v) for v in value]
     return str(value)
 
+
+#: integers from here on are not all floats: 2**53
+_EXACT_FLOAT = 2**53
 
 _PLAIN = frozenset({int, float, str, bool, type(None)})
 

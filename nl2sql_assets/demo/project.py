@@ -153,19 +153,20 @@ class DemoProject:
 
 def init_demo(
     target: Path, *, chinook: Path | None = None, data_dir_name: str = "data", force: bool = False,
-    database: str | None = None,
+    database: str | None = None, namespace_prefix: str | None = None,
 ) -> DemoProject:
     """Write a working demo project into ``target``: config files, the shipped suites, an empty
     ``benchmarks/`` and the three databases. A folder that already holds ``nl2sql.yaml`` is refused
     unless ``force``. ``database``: a Postgres or MySQL URL: the three databases are copied into
     that server, the suites translated into its dialect and their rows regenerated there
-    (``demo.servers``); ``force`` then also replaces the demo's schemas or databases there."""
+    (``demo.servers``), each datasource into the namespace ``namespace_prefix`` + its id (default
+    ``nl2sql_``); ``force`` then also replaces the demo's schemas or databases there."""
     target = Path(target).expanduser().resolve()
     config_path = target / "nl2sql.yaml"
     if config_path.exists() and not force:
         raise DemoError(f"{target} already holds a project ({config_path}); pass --force to overwrite it")
     if database is not None:
-        return _init_server_demo(target, database, chinook=chinook, force=force)
+        return _init_server_demo(target, database, chinook=chinook, force=force, prefix=namespace_prefix)
     source = resolve_chinook(chinook)
 
     target.mkdir(parents=True, exist_ok=True)
@@ -198,13 +199,20 @@ def init_demo(
     )
 
 
-def _init_server_demo(target: Path, url: str, *, chinook: Path | None, force: bool) -> DemoProject:
-    from nl2sql_assets.demo.servers import build_demo_files, engine_for_url, load_server_demo, move_suites
+def _init_server_demo(target: Path, url: str, *, chinook: Path | None, force: bool,
+                      prefix: str | None) -> DemoProject:
+    from nl2sql_assets.demo.servers import (
+        NAMESPACE_PREFIX,
+        build_demo_files,
+        engine_for_url,
+        load_server_demo,
+        move_suites,
+    )
 
     engine_for_url(url)  # a URL of no server engine is refused before anything is made
     folder, files = build_demo_files(chinook)
     try:
-        server = load_server_demo(url, files, force=force)
+        server = load_server_demo(url, files, force=force, prefix=prefix or NAMESPACE_PREFIX)
         target.mkdir(parents=True, exist_ok=True)
         suites_dir = target / "suites"
         suites_dir.mkdir(exist_ok=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nl2sql_assets.config import ConfigError, DatasourceConfig, url_password
-from nl2sql_assets.datasources.engines import DatabaseEngine, TableData, engine_of, engine_names
+from nl2sql_assets.datasources.engines import DatabaseEngine, TableData, engine_names, engine_of
 from nl2sql_assets.demo.catalog import DEMO_FILES
 
 #: the namespace (Postgres schema, MySQL database) each demo datasource is copied into
@@ -54,8 +54,8 @@ def _shown(url: str) -> str:
     return url.replace(f":{password}@", ":***@") if password else url
 
 
-def namespace_of(datasource: str) -> str:
-    return f"{NAMESPACE_PREFIX}{datasource}"
+def namespace_of(datasource: str, prefix: str = NAMESPACE_PREFIX) -> str:
+    return f"{prefix}{datasource}"
 
 
 def read_tables(path: Path, engine: str) -> list[TableData]:
@@ -68,11 +68,12 @@ def read_tables(path: Path, engine: str) -> list[TableData]:
                       references=dict(t.references), rows=list(t.rows)) for t in source.tables]
 
 
-def server_datasource(datasource: str, url: str, engine: DatabaseEngine) -> DatasourceConfig:
+def server_datasource(datasource: str, url: str, engine: DatabaseEngine,
+                      prefix: str = NAMESPACE_PREFIX) -> DatasourceConfig:
     """The demo datasource ``datasource`` reading its namespace on the server at ``url``."""
     base = DatasourceConfig(id=datasource, engine=engine.name, url=url) if url_password(url) is None else \
         DatasourceConfig(id=datasource, engine=engine.name, url_env=URL_VARIABLE)
-    return engine.namespaced(base, namespace_of(datasource))
+    return engine.namespaced(base, namespace_of(datasource, prefix))
 
 
 @dataclass
@@ -94,18 +95,17 @@ class ServerDemo:
 
 
 def load_server_demo(url: str, files: dict[str, Path], *, force: bool = False,
-                     environ: dict[str, str] | None = None) -> ServerDemo:
-    """Copy the demo's database files (``files``: datasource id -> file) into the server at ``url``."""
+                     prefix: str = NAMESPACE_PREFIX) -> ServerDemo:
+    """Copy the demo's database files (``files``: datasource id -> file) into the server at ``url``,
+    each datasource into the namespace ``prefix`` + its id."""
     engine = engine_for_url(url)
-    env = dict(environ or {})
-    env.setdefault(URL_VARIABLE, url)
     demo = ServerDemo(engine=engine.name, datasources={})
     for datasource, path in files.items():
         source_engine = DEMO_FILES[datasource][0]
-        cfg = server_datasource(datasource, url, engine)
+        cfg = server_datasource(datasource, url, engine, prefix)
         writable = cfg.model_copy(update={"url": url, "url_env": None}) if cfg.url_env else cfg
         tables = read_tables(path, source_engine)
-        engine.write_tables(writable, namespace_of(datasource), tables, engine_of(source_engine).dialect,
+        engine.write_tables(writable, namespace_of(datasource, prefix), tables, engine_of(source_engine).dialect,
                             replace=force)
         demo.datasources[datasource] = cfg
         demo.tables[datasource] = len(tables)

@@ -411,6 +411,11 @@ class _Cases:
         streak = self._env_streak[cfg.name] = self._env_streak.get(cfg.name, 0) + 1
         if streak < self._max_env_errors or self.broken is not None:
             return
+        if kind == "database":  # the datasource's server, whose message names it (never its password)
+            self.broken = redact(f"stopped after {streak} case runs in a row failed for the environment, not the "
+                                 f"model: config {cfg.name!r}: {record.error_message}")
+            log.error("%s", self.broken)
+            return
         node = (record.error_message or "").split(":", 1)[0]  # the client's message starts with the node
         try:
             settings = cfg.llm.for_node(node)

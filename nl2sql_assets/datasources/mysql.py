@@ -209,6 +209,36 @@ class MysqlAdapter:
                 conn.rollback()
         return _snapshot(self.id, relations, columns, foreign)
 
+    def statement_reads(self, sql: str) -> tuple[str | None, frozenset[tuple[str, str]] | None]:
+        """The server's own word on ``sql``, which it never runs: ``(error, None)`` when it cannot
+        prepare it (``EXPLAIN``, in a read-only transaction), else ``(None, None)``: MySQL's and
+        MariaDB's plans name the tables a statement reads, not the columns."""
+        try:
+            statement = check_server_statement(check_read_only(sql, self.dialect), ENGINE)
+        except DatasourceError:
+            return None, None  # the policy check's own rules refuse it
+        my = self._my
+        with self._pool.connection() as held:
+            conn = held.conn
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("START TRANSACTION READ ONLY")
+                    cur.execute("EXPLAIN " + self._wrapped(statement, self.timeout_s) if not self.mariadb
+                                else self._wrapped("EXPLAIN " + statement, self.timeout_s))
+                    cur.fetchall()
+            except my.err.MySQLError as exc:
+                code = exc.args[0] if exc.args else None
+                if code in _UNREACHABLE_CODES or isinstance(exc, my.err.InterfaceError):
+                    held.broken = True
+                    return None, None
+                return _message(exc), None
+            finally:
+                try:
+                    conn.rollback()
+                except my.err.MySQLError:
+                    held.broken = True
+        return None, None
+
     def could_write(self) -> str | None:
         """Why the connecting user could change data (a write or file privilege), or None."""
         with self._pool.connection() as held:

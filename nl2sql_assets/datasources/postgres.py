@@ -196,6 +196,43 @@ class PostgresAdapter:
                 conn.rollback()
         return _snapshot(self.id, self.schemas, relations, columns, keys)
 
+    def statement_reads(self, sql: str) -> tuple[str | None, frozenset[tuple[str, str]] | None]:
+        """The database's own word on ``sql``, which it never runs: ``(error, None)`` when it
+        cannot prepare it against the schema (its message), else ``(None, reads)``: every
+        (table, column) its parse analysis resolved, named as the snapshot names them. Read from
+        the column dependencies of a temporary view of it, made in a transaction of its own that is
+        rolled back (``(None, None)`` where the role may not make one: nothing to say)."""
+        try:
+            statement = self._check(sql)
+        except DatasourceError:
+            return None, None  # the policy check's own rules refuse it
+        pg = self._pg
+        with self._pool.connection() as held:
+            conn = held.conn
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SET TRANSACTION READ WRITE")  # a temporary view, rolled back below
+                    self._pin(cur, self.timeout_s)
+                    cur.execute("CREATE TEMP VIEW nl2sql_statement_reads AS " + statement)
+                    cur.execute(_VIEW_READS)
+                    found = cur.fetchall()
+            except (pg.errors.InsufficientPrivilege, pg.errors.ReadOnlySqlTransaction,
+                    pg.errors.FeatureNotSupported):
+                return None, None
+            except pg.OperationalError:
+                held.broken = True
+                return None, None
+            except pg.Error as exc:
+                return _first_line(exc), None
+            finally:
+                try:
+                    conn.rollback()
+                except pg.Error:
+                    held.broken = True
+        first = self.schemas[0] if self.schemas else "public"
+        return None, frozenset((table if schema == first else f"{schema}.{table}", column or "")
+                               for schema, table, column in found)
+
     def could_write(self) -> str | None:
         """Why the connecting role could change data (superuser, or a write privilege on a table
         of the schemas, or CREATE on one), or None: the recipe for a read-only role is in the README."""
@@ -267,6 +304,15 @@ FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n O
 LEFT JOIN pg_class rc ON rc.oid = k.confrelid LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
 WHERE k.contype IN ('p', 'f') AND n.nspname = ANY(%s)
 ORDER BY n.nspname, c.relname, k.conname
+"""
+_VIEW_READS = """
+SELECT n.nspname, c.relname, a.attname
+FROM pg_depend d
+JOIN pg_rewrite r ON r.oid = d.objid AND d.classid = 'pg_rewrite'::regclass
+JOIN pg_class c ON c.oid = d.refobjid AND d.refclassid = 'pg_class'::regclass
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid AND d.refobjsubid > 0
+WHERE r.ev_class = 'nl2sql_statement_reads'::regclass AND d.refobjid <> r.ev_class
 """
 _WRITABLE = """
 SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -65,6 +65,7 @@ from nl2sql_assets.engine.sqlgen import generate_sql, qualify_plan
 from nl2sql_assets.engine.validator import ValidationOutcome, validate_plan
 from nl2sql_assets.llm.client import LLMCallError, LLMClient
 from nl2sql_assets.policy import PolicyDecision, check_sql
+from nl2sql_assets.policy.facts import DatabaseWord
 from nl2sql_assets.redact import redact
 
 T = TypeVar("T", bound=BaseModel)
@@ -311,12 +312,13 @@ class Engine:
             raise ConfigError(f"unknown datasource {datasource_id!r}; known datasources: {self.registry.ids}")
         adapter: DatasourceAdapter = self.registry.get(datasource_id)
         snapshot = self.registry.snapshot(datasource_id)
-        return self._policy(sql, adapter.dialect, snapshot, self.role_access(role, datasource_id), role)
+        return self._policy(sql, adapter.dialect, snapshot, self.role_access(role, datasource_id), role,
+                            _database_word(adapter))
 
     def _policy(self, sql: str, dialect: str, snapshot: SchemaSnapshot, access: DatasourceAccess | None,
-                role: str) -> PolicyDecision:
+                role: str, database: DatabaseWord | None = None) -> PolicyDecision:
         return check_sql(sql, dialect=dialect, schema=snapshot, access=access, role=role,
-                         dangerous_functions=self.config.policies.dangerous_for(dialect))
+                         dangerous_functions=self.config.policies.dangerous_for(dialect), database=database)
 
     # ------------------------------------------------------------ asking
 
@@ -508,6 +510,7 @@ class Engine:
         access = self.role_access(state.role, ds_id)
         schema = await self._schema_for(snapshot, state)
         dialect = adapter.dialect
+        word = _database_word(adapter)
 
         # A follow-up's plan depends on its conversation; N candidates are a fresh choice each time.
         cache_key = (ds_id, state.role, normalise_question(state.question), conversation_key(state.conversation))
@@ -564,7 +567,7 @@ class Engine:
                     error = (VALIDATION_ERROR, f"cannot render the plan as SQL: {exc}")
                 else:
                     decision = await self._timed(
-                        state, "policy", lambda s=sql: self._policy(s, dialect, snapshot, access, state.role)
+                        state, "policy", lambda s=sql: self._policy(s, dialect, snapshot, access, state.role, word)
                     )
                     if not decision.allowed and decision.fault == "sql":  # wrong SQL: repair the plan
                         error = (EXECUTION_ERROR, f"the SQL does not run: {decision.detail}")
@@ -621,6 +624,7 @@ class Engine:
         A policy refusal of any candidate stops the run, as it does for a single plan: the
         selector never looks for a plan that gets around the policy."""
         dialect = adapter.dialect
+        word = _database_word(adapter)
         outcomes: list[CandidateOutcome] = []
         for index, plan in enumerate(plans):
             started = time.perf_counter()
@@ -642,7 +646,7 @@ class Engine:
                     run.error_code, run.error_message = VALIDATION_ERROR, f"cannot render the plan as SQL: {exc}"
                 else:
                     decision = await self._timed(
-                        state, "policy", lambda s=sql: self._policy(s, dialect, snapshot, access, state.role)
+                        state, "policy", lambda s=sql: self._policy(s, dialect, snapshot, access, state.role, word)
                     )
                     if not decision.allowed and decision.fault == "sql":
                         run.error_code, run.error_message = EXECUTION_ERROR, f"the SQL does not run: {decision.detail}"
@@ -708,7 +712,8 @@ class Engine:
         snapshot = await self._snapshot(curated.datasource)
         adapter: DatasourceAdapter = self.registry.get(curated.datasource)
         decision = self._policy(
-            curated.sql, adapter.dialect, snapshot, self.role_access(state.role, curated.datasource), state.role
+            curated.sql, adapter.dialect, snapshot, self.role_access(state.role, curated.datasource), state.role,
+            _database_word(adapter),
         )
         state.add_time("curated", time.perf_counter() - started)
         if not decision.allowed:
@@ -763,3 +768,8 @@ def _generate(plan: PlanModel, dialect: str, snapshot: SchemaSnapshot) -> str:
     # Every name made explicit first, so the SQL means one thing to every engine and to the policy.
     return generate_sql(qualify_plan(plan, snapshot), dialect)  # type: ignore[arg-type]
 
+
+def _database_word(adapter: DatasourceAdapter) -> DatabaseWord | None:
+    """A server adapter's own word on a statement it never runs (``statement_reads``), for the
+    final-SQL check; None for the file engines, whose word comes from in-memory copies."""
+    return getattr(adapter, "statement_reads", None)

@@ -17,7 +17,7 @@ from nl2sql_assets.config import DatasourceAccess
 from nl2sql_assets.datasources.engines import engine_for_dialect
 from nl2sql_assets.datasources.guard import allowed_function_names
 from nl2sql_assets.datasources.schema import SchemaSnapshot
-from nl2sql_assets.policy.facts import analyse
+from nl2sql_assets.policy.facts import DatabaseWord, analyse
 from nl2sql_assets.policy.rules import RULES, PolicyContext, PolicyRule
 
 GENERIC_REFUSAL = "You are not allowed to see the data this question needs."
@@ -63,13 +63,16 @@ def check_sql(
     role: str,
     dangerous_functions: Collection[str] | None = None,
     rules: Sequence[PolicyRule] = RULES,
+    database: DatabaseWord | None = None,
 ) -> PolicyDecision:
     """Judge ``sql`` (the exact text the executor will run) for ``role``, whose policy for the
     datasource is ``access`` (None: the project defines no roles, so only the rules that hold
     for everyone apply). ``dangerous_functions`` are the functions no role may call (None: the
     built-in list for the dialect; a project passes ``policies.dangerous_for(dialect)``).
-    Never raises for bad SQL: unreadable text is refused."""
-    facts = analyse(sql, dialect, schema)
+    ``database`` is a server's own word on the statement (its adapter's ``statement_reads``):
+    every read it reports must be among the facts, else the check fails closed. Never raises for
+    bad SQL: unreadable text is refused."""
+    facts = analyse(sql, dialect, schema, database)
     engine = engine_for_dialect(dialect)
     if dangerous_functions is None:
         dangerous_functions = engine.dangerous_functions if engine is not None else ()

@@ -27,6 +27,7 @@ import functools
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 import sqlglot
 from sqlglot import exp
@@ -111,20 +112,27 @@ def _schema_entry(schema: SchemaSnapshot, dialect: str) -> tuple[str, MappingSch
     return fingerprint, mapping
 
 
-def analyse(sql: str, dialect: str, schema: SchemaSnapshot) -> QueryFacts:
-    """The facts of ``sql`` in ``dialect`` against ``schema`` (cached; never raises)."""
+#: a server's own word on a statement it never runs: (its error, or the (table, column) pairs it reads)
+DatabaseWord = Callable[[str], tuple[str | None, frozenset[tuple[str, str]] | None]]
+
+
+def analyse(sql: str, dialect: str, schema: SchemaSnapshot, database: DatabaseWord | None = None) -> QueryFacts:
+    """The facts of ``sql`` in ``dialect`` against ``schema`` (cached; never raises). ``database``:
+    a server's own word on the statement (``statement_reads`` of its adapter), which the facts
+    must cover, as SQLite's and DuckDB's in-memory copies are asked (``clone``)."""
     fingerprint, mapping = _schema_entry(schema, dialect)
-    return _analyse_cached(sql, dialect, fingerprint, _Schema(schema, mapping))
+    return _analyse_cached(sql, dialect, fingerprint, database is not None, _Schema(schema, mapping, database))
 
 
 class _Schema:
     """Carries the snapshot into the cached function without making it part of the key."""
 
-    __slots__ = ("mapping", "snapshot")
+    __slots__ = ("database", "mapping", "snapshot")
 
-    def __init__(self, snapshot: SchemaSnapshot, mapping: MappingSchema) -> None:
+    def __init__(self, snapshot: SchemaSnapshot, mapping: MappingSchema, database: DatabaseWord | None) -> None:
         self.snapshot = snapshot
         self.mapping = mapping
+        self.database = database
 
     def __hash__(self) -> int:
         return 0
@@ -133,16 +141,24 @@ class _Schema:
         return isinstance(other, _Schema)  # the fingerprint in the key already tells schemas apart
 
 
+def _prepared(sql: str, dialect: str, schema: _Schema, fingerprint: str) -> clone.Prepared | None:
+    """The database's own word: the server's, where the caller brought it, else the in-memory copy's."""
+    if schema.database is not None:
+        error, reads = schema.database(sql)
+        return clone.Prepared(error=error, reads=reads)
+    return clone.prepare(sql, dialect, schema.snapshot, fingerprint)
+
+
 @functools.lru_cache(maxsize=4096)
-def _analyse_cached(sql: str, dialect: str, fingerprint: str, schema: _Schema) -> QueryFacts:
+def _analyse_cached(sql: str, dialect: str, fingerprint: str, asked_database: bool, schema: _Schema) -> QueryFacts:
     facts = _analyse(sql, dialect, schema.snapshot, schema.mapping)
     if facts.parse_error is not None and not facts.parse_error.startswith("not a query"):
         # sqlglot could not read it: the database says whether the SQL itself is wrong
-        prepared = clone.prepare(sql, dialect, schema.snapshot, fingerprint) if dialect == "sqlite" else None
+        prepared = _prepared(sql, dialect, schema, fingerprint) if dialect == "sqlite" or asked_database else None
         if prepared is not None and prepared.error is not None:
             return dataclasses.replace(facts, database_error=prepared.error)
         return facts
-    prepared = clone.prepare(sql, dialect, schema.snapshot, fingerprint)
+    prepared = _prepared(sql, dialect, schema, fingerprint)
     if prepared is None:
         return facts
     if prepared.error is not None:

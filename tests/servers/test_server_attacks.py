@@ -249,3 +249,28 @@ def test_plain_reads_run(server: Server, prefix: str, sql: str) -> None:
         assert len(adapter.execute(sql).rows) == 2
     finally:
         adapter.close()
+
+
+def test_the_servers_own_word_decides_what_a_statement_reads(server: Server, prefix: str) -> None:
+    """The server's own word on a statement it never runs: Postgres says which columns it reads (its
+    parse analysis, through a temporary view rolled back), and the check's facts cover them; on both
+    servers a name the server cannot resolve is the SQL's fault, in the server's words."""
+    adapter = open_adapter(_setup(server, f"{prefix}shop"))
+    before = _state(server, f"{prefix}shop")
+    try:
+        error, reads = adapter.statement_reads("SELECT v.name FROM victim v WHERE v.salary > 100 ORDER BY v.id")
+        assert error is None
+        if server.engine == "postgres":
+            assert reads == {("victim", "name"), ("victim", "salary"), ("victim", "id")}
+        else:
+            assert reads is None  # MariaDB's EXPLAIN names tables, not the columns they give
+        snapshot = adapter.introspect()
+        wrong = check_sql("SELECT nme FROM victim", dialect=adapter.dialect, schema=snapshot, access=None, role="a",
+                          database=adapter.statement_reads)
+        assert not wrong.allowed and wrong.fault == "sql" and "nme" in (wrong.detail or "")
+        fine = check_sql("SELECT name FROM victim", dialect=adapter.dialect, schema=snapshot, access=None,
+                         role="a", database=adapter.statement_reads)
+        assert fine.allowed
+        assert _state(server, f"{prefix}shop") == before  # nothing of the view is left
+    finally:
+        adapter.close()

@@ -499,3 +499,19 @@ def test_a_role_s_budget_applies_where_its_datasource_sets_none() -> None:
     assert role.access("store").row_budget == 100
     assert role.access("big").row_budget == 5000
     assert role.access("elsewhere").row_budget == 100 and not role.access("elsewhere").allows_table("x")
+
+
+
+def test_a_read_the_database_reports_and_the_analysis_missed_fails_closed() -> None:
+    """A server's own word on a statement (its adapter's ``statement_reads``) must be covered by the
+    facts: a read only the server saw refuses the statement; its error is the SQL's fault."""
+    missed = check_sql("SELECT Name FROM Genre", dialect="sqlite", schema=STORE, access=None, role="a",
+                       database=lambda s: (None, frozenset({("Genre", "Name"), ("Genre", "GenreId")})))
+    assert not missed.allowed and missed.rule == "resolved_names"
+    assert "Genre.GenreId" in (missed.detail or "")
+    covered = check_sql("SELECT Name AS n FROM Genre", dialect="sqlite", schema=STORE, access=None, role="a",
+                        database=lambda s: (None, frozenset({("Genre", "Name")})))
+    assert covered.allowed
+    wrong = check_sql("SELECT g.Name FROM Genre g", dialect="sqlite", schema=STORE, access=None, role="a",
+                      database=lambda s: ('column "name" does not exist', None))
+    assert not wrong.allowed and wrong.fault == "sql" and "does not exist" in (wrong.detail or "")

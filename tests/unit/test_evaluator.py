@@ -418,6 +418,14 @@ LENIENT = [
         "two identical gold columns, two result columns",
     ),
     (
+        [[1.0, 1.0, "1"], [1.01, 1.0, "1.0"]],
+        [[1.01, 1.0, "1"], [1.0, 1.0, "1.0"]],
+        False,
+        True,
+        (0, 2, 1),
+        "a gold column spelled '1' and '1.0' is constant: the constant result column may answer it",
+    ),
+    (
         [[1.0], [2.0]],
         [["x", 1.004], ["y", 1.996]],
         False,
@@ -615,8 +623,10 @@ def _oracle_lenient(gold: list, got: list, order: bool) -> bool:
     g, r, n = len(gold[0]), len(got[0]), len(gold)
     if r > max(2 * g, g + 2) or r < g:
         return False
-    constant = [n > 1 and len({repr(row[k]) for row in got}) == 1 for k in range(r)]
-    gold_constant = [n > 1 and len({repr(row[j]) for row in gold}) == 1 for j in range(g)]
+    # a result column is constant when its values compare equal to its first, both ways; it may
+    # answer only a gold column every value of which equals that one value
+    one = lambda a, b: compare_results([[a]], [[b]]) and compare_results([[b]], [[a]])  # noqa: E731
+    constant = [n > 1 and all(one(got[0][k], row[k]) for row in got) for k in range(r)]
     leq = lambda a, b: compare_results_lenient([[a]], [[b]], True)  # noqa: E731  (one cell: no guardrails)
 
     def rows_line_up(mapping: tuple[int, ...]) -> bool:
@@ -629,7 +639,7 @@ def _oracle_lenient(gold: list, got: list, order: bool) -> bool:
         )
 
     for mapping in itertools.permutations(range(r), g):
-        if any(constant[k] and not gold_constant[j] for j, k in enumerate(mapping)):
+        if any(constant[k] and not all(leq(row[j], got[0][k]) for row in gold) for j, k in enumerate(mapping)):
             continue
         if rows_line_up(mapping):  # rows lining up implies each column matches as a multiset
             return True

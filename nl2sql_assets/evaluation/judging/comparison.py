@@ -66,7 +66,10 @@ COMPARATOR_VERSION = 3
 """Bumped whenever a rule changes what passes; every case record carries it. 2: the numeric
 tolerance follows the gold value's precision; a constant column may answer a constant gold
 column; strict reports ``column_order``. 3: an infinity equals only the infinity of its sign
-(no tolerance reaches it: a relative tolerance of an infinite value is infinite)."""
+(no tolerance reaches it: a relative tolerance of an infinite value is infinite); a constant
+result column may answer a gold column every value of which equals its one value (``'1'`` and
+``'1.0'`` against 1.0), not only a gold column spelled alike throughout, so lenient accepts every
+column order strict names."""
 
 TOLERANCE = 0.005
 """Absolute numeric tolerance for gold written to at most two decimals (half a cent)."""
@@ -838,6 +841,18 @@ def _columns_equal_as_multisets(
     return not unmatched
 
 
+def _constant(col: list[tuple[Cell]]) -> bool:
+    """Whether a column holds one value throughout, read as values compare (1, 1.0 and '1' are one
+    value; all-NULL is one value)."""
+    first = col[0][0]
+    return all(_cell_eq(first, cell, False) and _cell_eq(cell, first, False) for (cell,) in col)
+
+
+def _all_equal(col: list[tuple[Cell]], value: Cell) -> bool:
+    """Whether every cell of a gold column equals ``value`` (the lenient cell rules)."""
+    return all(_cell_eq(cell, value, True) for (cell,) in col)
+
+
 def _sample_values(rows: Sequence[Sequence[Any]], col: int) -> str:
     seen: list[Any] = []
     for row in rows:
@@ -896,9 +911,7 @@ def _lenient(
     h_cols = [[(row[c],) for row in h] for c in range(hw)]
     # No constant columns: with more than one row, a column holding one value (all-NULL
     # included) says nothing about the gold column, e.g. a hard-coded literal.
-    constant = [n > 1 and all(cell == col[0] for cell in col) for col in h_cols]
-    # ... unless the gold column is constant too: then it tells no more than the result's does.
-    gold_constant = [n > 1 and all(cell == col[0] for cell in col) for col in g_cols]
+    constant = [n > 1 and _constant(col) for col in h_cols]
     g_tok = [Counter(_token(c[0], True) for c in col) for col in g_cols]
     h_tok = [Counter(_token(c[0], True) for c in col) for col in h_cols]
     g_srt = [sorted(range(n), key=lambda i, col=col: col[i][0][3]) for col in g_cols]
@@ -911,8 +924,10 @@ def _lenient(
             g_cols[j], h_cols[k], g_tok[j], h_tok[k], g_srt[j], h_srt[k], g_plain[j] and h_plain[k]
         )
 
-    candidates = [[k for k in range(hw) if (not constant[k] or gold_constant[j]) and same_values(j, k)]
-                  for j in range(gw)]
+    # ... unless every value of the gold column is that one value too: then the gold column tells
+    # no more than the result's does (a count that is 4 on every row; '1' and '1.0' against 1.0).
+    candidates = [[k for k in range(hw) if (not constant[k] or _all_equal(g_cols[j], h_cols[k][0][0]))
+                   and same_values(j, k)] for j in range(gw)]
     for j, cands in enumerate(candidates):
         if not cands:
             return Comparison(

@@ -13,7 +13,7 @@ from nl2sql_assets.defs.datasets import build_schema_snapshots, build_suite_asse
 from nl2sql_assets.defs.evals import build_eval_assets, build_gate_all_check
 from nl2sql_assets.defs.keys import check_groups
 from nl2sql_assets.defs.neighbours import build_neighbour_assets
-from nl2sql_assets.defs.resources import ProjectResource
+from nl2sql_assets.defs.resources import ProjectResource, database_secrets
 from nl2sql_assets.defs.schema_index import build_schema_index, schema_index_keys
 from nl2sql_assets.defs.thresholds import build_threshold_check
 from nl2sql_assets.project import load_project_config
@@ -54,6 +54,6 @@ def _build_defs(config_path: Path) -> dg.Definitions:
         jobs=list(jobs.values()),
         sensors=[a for a in automation if isinstance(a, dg.SensorDefinition)],
         schedules=[a for a in automation if isinstance(a, dg.ScheduleDefinition)],
-        resources={"project": ProjectResource(config_path=str(config_path))},
+        resources={"project": ProjectResource(config_path=str(config_path), secrets=database_secrets(config))},
         executor=dg.in_process_executor if cluster is None else step_executor(cluster),
     )

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
+from pydantic import Field
 
 from nl2sql_assets.config import ProjectConfig
 from nl2sql_assets.evaluation.history.warehouse import Warehouse
@@ -34,7 +35,7 @@ class DatabaseSecrets(dg.ConfigurableResource):
     run's config show the variable, never its value, and a run whose variable is unset fails before
     its first step, naming it."""
 
-    values: dict[str, str] = {}
+    values: dict[str, str] = Field(default_factory=dict)
 
 
 def database_secrets(config: ProjectConfig) -> DatabaseSecrets:

@@ -48,7 +48,7 @@ class ProjectResource(dg.ConfigurableResource):
     """Opens the project for one step and closes its database connections afterwards."""
 
     config_path: str
-    secrets: DatabaseSecrets = DatabaseSecrets()
+    secrets: DatabaseSecrets
 
     @contextlib.contextmanager
     def open(self) -> Iterator:

@@ -59,10 +59,16 @@ def check_read_only(sql: str, dialect: str) -> str:
 
 @functools.lru_cache(maxsize=2048)
 def _check_cached(sql: str, dialect: str) -> str:
+    return _checked(sql, dialect)[0]
+
+
+@functools.lru_cache(maxsize=2048)
+def _checked(sql: str, dialect: str) -> tuple[str, exp.Expression | None]:
+    """The SQL to run and its parsed tree (None where sqlglot cannot read it), or the guard's refusal."""
     return _check(sql, dialect)
 
 
-def _check(sql: str, dialect: str) -> str:
+def _check(sql: str, dialect: str) -> tuple[str, exp.Expression | None]:
     engine = sqlglot.Dialect.get_or_raise(dialect)
     try:
         tokens = engine.tokenize(sql)
@@ -92,7 +98,7 @@ def _check(sql: str, dialect: str) -> str:
     try:
         parsed = [p for p in engine.parser().parse(tokens, sql) if p is not None]
     except ParseError:
-        return cleaned
+        return cleaned, None
     if len(parsed) != 1:
         raise ReadOnlyViolation(f"{len(parsed)} statements in one string: {_HINT}")
     root = parsed[0]
@@ -101,7 +107,7 @@ def _check(sql: str, dialect: str) -> str:
     for node in root.walk():
         if isinstance(node, _FORBIDDEN):
             raise ReadOnlyViolation(f"{_describe(node)} inside the query refused: {_HINT}")
-    return cleaned
+    return cleaned, root
 
 
 # ---------------------------------------------------------------- what a server statement may call
@@ -132,9 +138,10 @@ def allowed_function_names(engine: DatabaseEngine) -> frozenset[str] | None:
 
 
 def check_server_statement(sql: str, engine: DatabaseEngine) -> str:
-    """Refuse what a read-only transaction on ``engine``'s server does not stop: text the checks
-    cannot read, the engine's executable comments, a function it does not allow (or lists as
-    dangerous), and its system catalogs. Returns ``sql``. Cached, like the guard."""
+    """The guard (``check_read_only``) and what a read-only transaction on ``engine``'s server does
+    not stop besides: text the checks cannot read, the engine's executable comments, a function it
+    does not allow (or lists as dangerous), locking reads, session variables and its system
+    catalogs. Returns the SQL to run. Cached, like the guard; the statement is parsed once."""
     return _server_check(sql, engine)
 
 
@@ -144,11 +151,14 @@ def _server_check(sql: str, engine: DatabaseEngine) -> str:
     for marker in engine.refused_text:
         if marker in sql:
             raise ReadOnlyViolation(f"{marker} ... */ refused: {engine.label} runs what such a comment holds; {hint}")
-    try:
-        tree = sqlglot.parse_one(sql, read=engine.dialect)
-    except sqlglot.errors.SqlglotError as exc:
-        first = " ".join(str(exc).split())[:200]
-        raise ReadOnlyViolation(f"the statement cannot be read as {engine.dialect} SQL ({first}); a statement the "
+    cleaned, tree = _checked(sql, engine.dialect)
+    if tree is None:
+        try:
+            sqlglot.parse_one(cleaned, read=engine.dialect)
+            reason = "not one query"
+        except sqlglot.errors.SqlglotError as exc:
+            reason = " ".join(str(exc).split())[:200]
+        raise ReadOnlyViolation(f"the statement cannot be read as {engine.dialect} SQL ({reason}); a statement the "
                                 f"checks cannot read does not run on a server") from None
     for node in tree.walk():
         if isinstance(node, exp.Lock):
@@ -160,13 +170,14 @@ def _server_check(sql: str, engine: DatabaseEngine) -> str:
     called = function_names(tree)
     allowed = allowed_function_names(engine)
     dangerous = set(engine.dangerous_functions) | set(engine.system_functions)
-    refused = sorted(f for f in called if f in dangerous or f.startswith(engine.system_prefixes or ("\0",))
+    refused = sorted(f for f in called if f in dangerous or f.startswith(engine.system_prefixes)
                      or (allowed is not None and f not in allowed))
     if refused:
         raise ReadOnlyViolation(f"function(s) {', '.join(f + '()' for f in refused)} refused: {hint}")
     for table in tree.find_all(exp.Table):
         parts = {table.name.lower(), table.text("db").lower(), table.text("catalog").lower()} - {""}
-        if parts & engine.system_schemas or any(p.startswith(engine.system_prefixes or ("\0",)) for p in parts):
+        if parts & engine.system_schemas or any(p.startswith(engine.system_prefixes) for p in parts):
             raise ReadOnlyViolation(f"{table.sql(dialect=engine.dialect)} refused: the system catalog is not "
                                     f"the datasource's; {hint}")
-    return sql
+    return cleaned
+

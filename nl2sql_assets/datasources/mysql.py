@@ -37,7 +37,7 @@ from nl2sql_assets.datasources.base import (
     ReadOnlyViolation,
 )
 from nl2sql_assets.datasources.engines import DatabaseEngine, SqlStyle, TableData
-from nl2sql_assets.datasources.guard import check_read_only, check_server_statement
+from nl2sql_assets.datasources.guard import check_server_statement
 from nl2sql_assets.datasources.schema import ColumnInfo, ForeignKey, SchemaSnapshot, TableInfo
 from nl2sql_assets.datasources.server import CLIENT_GRACE_S, ConnectionPool, ServerAddress, Watchdog
 
@@ -145,7 +145,7 @@ class MysqlAdapter:
         return statement
 
     def execute(self, sql: str, *, row_limit: int | None = None, timeout_s: float | None = None) -> QueryOutput:
-        statement = check_server_statement(check_read_only(sql, self.dialect), ENGINE)
+        statement = check_server_statement(sql, ENGINE)
         limit = row_limit if row_limit is not None else self.row_limit
         timeout = timeout_s if timeout_s is not None else self.timeout_s
         my = self._my
@@ -214,7 +214,7 @@ class MysqlAdapter:
         prepare it (``EXPLAIN``, in a read-only transaction), else ``(None, None)``: MySQL's and
         MariaDB's plans name the tables a statement reads, not the columns."""
         try:
-            statement = check_server_statement(check_read_only(sql, self.dialect), ENGINE)
+            statement = check_server_statement(sql, ENGINE)
         except DatasourceError:
             return None, None  # the policy check's own rules refuse it
         my = self._my

@@ -8,8 +8,10 @@ Every statement runs alone in its own transaction, which is rolled back whatever
   guard reads strings as the server does). The rollback undoes every setting the statement may
   have changed, ``set_config(..., false)`` included, so a pooled connection never carries one on.
 * The statement is declared as a server-side cursor (``DECLARE ... CURSOR FOR``), which admits
-  only a query: no write, DDL or data-modifying CTE can run that way. Rows are fetched in batches
-  up to the row limit and one more, so a 12-million-row result costs no more memory than the limit.
+  only a query: no write, DDL or data-modifying CTE can run that way. One ``FETCH`` reads the row
+  limit and one more, so a 12-million-row result costs no more memory than the limit.
+* Three round trips a statement: ``BEGIN READ ONLY`` with the settings, ``DECLARE`` with the
+  ``FETCH``, ``ROLLBACK`` (the connection is in autocommit mode: every transaction is ours).
 * The server stops the statement at ``statement_timeout``; the client cancels it too, half a
   second later, should the server not have.
 
@@ -37,12 +39,10 @@ from nl2sql_assets.datasources.base import (
     ReadOnlyViolation,
 )
 from nl2sql_assets.datasources.engines import DatabaseEngine, SqlStyle, TableData
-from nl2sql_assets.datasources.guard import check_read_only, check_server_statement
+from nl2sql_assets.datasources.guard import check_server_statement
 from nl2sql_assets.datasources.schema import ColumnInfo, ForeignKey, SchemaSnapshot, TableInfo
 from nl2sql_assets.datasources.server import CLIENT_GRACE_S, ConnectionPool, ServerAddress, Watchdog
 
-#: rows fetched from the server-side cursor per round trip
-BATCH = 500
 CONNECT_TIMEOUT_S = 5
 
 
@@ -72,7 +72,7 @@ class PostgresAdapter:
         self._pool: ConnectionPool[Any] = ConnectionPool(self._connect, lambda c: c.close(), cfg.pool_size)
         # The statement guard is never skipped here (bulk or not): it is what counts statements,
         # and the server statement check refuses what a read-only transaction does not stop.
-        self._check = lambda sql: check_server_statement(check_read_only(sql, self.dialect), ENGINE)
+        self._check = lambda sql: check_server_statement(sql, ENGINE)
         self._search_path: str | None = None
         with self._pool.connection() as held:  # the first connection: reachable, logged in, schemas there
             self._resolve_search_path(held.conn)
@@ -88,7 +88,9 @@ class PostgresAdapter:
         except self._pg.OperationalError as exc:
             raise DatasourceUnavailable(f"{self.where}: cannot connect: {_first_line(exc)}; check that the server "
                                         "runs and accepts this user from here (the URL in url_env)") from None
-        conn.set_session(readonly=True, autocommit=False)
+        # autocommit: every transaction is begun and ended here, explicitly (BEGIN READ ONLY ...
+        # ROLLBACK), in as few round trips as a statement allows; the session's default is read-only too
+        conn.set_session(readonly=True, autocommit=True)
         return conn
 
     def _resolve_search_path(self, conn: Any) -> None:
@@ -118,14 +120,22 @@ class PostgresAdapter:
                     "AND nspname <> 'information_schema' ORDER BY 1")
         return [r[0] for r in cur.fetchall()]
 
-    def _pin(self, cur: Any, timeout: float) -> None:
-        """This statement's settings, undone by the rollback that ends it."""
+    def _pin(self, cur: Any, timeout: float, *, read_only: bool = True) -> None:
+        """Begin the statement's own transaction with its settings, which the ROLLBACK that ends it
+        undoes (one round trip)."""
         ms = max(1, int(timeout * 1000))
-        cur.execute(f"SET LOCAL statement_timeout = {ms}")
-        cur.execute(f"SET LOCAL lock_timeout = {ms}")
-        cur.execute(f"SET LOCAL idle_in_transaction_session_timeout = {ms + 5000}")
-        cur.execute("SET LOCAL standard_conforming_strings = on")
-        cur.execute(f"SET LOCAL search_path = {self._search_path}")
+        cur.execute(f"BEGIN {'READ ONLY' if read_only else 'READ WRITE'}; "
+                    "SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true), "
+                    "set_config('idle_in_transaction_session_timeout', %s, true), "
+                    "set_config('standard_conforming_strings', 'on', true), set_config('search_path', %s, true)",
+                    (str(ms), str(ms), str(ms + 5000), self._search_path))
+
+    def _end(self, cur: Any, held: Any) -> None:
+        """End the statement's transaction: nothing it did or set stays."""
+        try:
+            cur.execute("ROLLBACK")
+        except self._pg.Error:
+            held.broken = True
 
     # ------------------------------------------------------------ statements
 
@@ -136,21 +146,17 @@ class PostgresAdapter:
         pg = self._pg
         with self._pool.connection() as held:
             conn = held.conn
+            cursor = conn.cursor()
             started = time.monotonic()
             watchdog = Watchdog(conn.cancel, timeout + CLIENT_GRACE_S)
             try:
-                with conn.cursor() as setup:
-                    self._pin(setup, timeout)
-                cursor = conn.cursor(name="nl2sql_statement", withhold=False)
-                cursor.itersize = BATCH
+                self._pin(cursor, timeout)
                 with watchdog:
-                    cursor.execute(statement)
-                    rows: list[Any] = []
-                    while len(rows) <= limit:
-                        batch = cursor.fetchmany(min(BATCH, limit + 1 - len(rows)))
-                        if not batch:
-                            break
-                        rows.extend(batch)
+                    # A cursor on the server (the statement may only be a query), read up to the row
+                    # limit and one more: one round trip, however large the result would be
+                    cursor.execute(f"DECLARE nl2sql_statement NO SCROLL CURSOR FOR {statement}; "
+                                   f"FETCH FORWARD {limit + 1} FROM nl2sql_statement")
+                    rows: list[Any] = cursor.fetchall()
                     types = [d.type_code for d in cursor.description or ()]
                     columns = [d.name for d in cursor.description or ()]
             except pg.errors.QueryCanceled:
@@ -169,10 +175,9 @@ class PostgresAdapter:
             except pg.Error as exc:
                 raise QueryFailed(f"{self.where}: {_first_line(exc)}") from None
             finally:
-                try:
-                    conn.rollback()  # every statement ends here: nothing it did or set stays
-                except pg.Error:
-                    held.broken = True
+                if not held.broken:
+                    self._end(cursor, held)
+                cursor.close()
             return QueryOutput.from_fetch(columns, normalise_postgres(rows, types), limit, started)
 
     # ------------------------------------------------------------ the catalog
@@ -208,14 +213,12 @@ class PostgresAdapter:
             return None, None  # the policy check's own rules refuse it
         pg = self._pg
         with self._pool.connection() as held:
-            conn = held.conn
+            cur = held.conn.cursor()
             try:
-                with conn.cursor() as cur:
-                    cur.execute("SET TRANSACTION READ WRITE")  # a temporary view, rolled back below
-                    self._pin(cur, self.timeout_s)
-                    cur.execute("CREATE TEMP VIEW nl2sql_statement_reads AS " + statement)
-                    cur.execute(_VIEW_READS)
-                    found = cur.fetchall()
+                self._pin(cur, self.timeout_s, read_only=False)  # a temporary view, rolled back below
+                cur.execute("CREATE TEMP VIEW nl2sql_statement_reads AS " + statement)
+                cur.execute(_VIEW_READS)
+                found = cur.fetchall()
             except (pg.errors.InsufficientPrivilege, pg.errors.ReadOnlySqlTransaction,
                     pg.errors.FeatureNotSupported):
                 return None, None
@@ -225,10 +228,9 @@ class PostgresAdapter:
             except pg.Error as exc:
                 return _first_line(exc), None
             finally:
-                try:
-                    conn.rollback()
-                except pg.Error:
-                    held.broken = True
+                if not held.broken:
+                    self._end(cur, held)
+                cur.close()
         first = self.schemas[0] if self.schemas else "public"
         return None, frozenset((table if schema == first else f"{schema}.{table}", column or "")
                                for schema, table, column in found)

@@ -92,7 +92,6 @@ def test_a_changed_setting_does_not_outlive_its_statement(server: Server, prefix
             import nl2sql_assets.datasources.mysql as mysql
 
             monkeypatch.setattr(mysql, "check_server_statement", lambda sql, engine: sql)
-            monkeypatch.setattr(mysql, "check_read_only", lambda sql, dialect: sql)
             with contextlib.suppress(DatasourceError):  # it may run or fail: either way it must not last
                 adapter.execute("SET SESSION sql_mode = 'ANSI_QUOTES'")
             # "x" is still a string, as the statement guard read it (ANSI_QUOTES would make it a column)

@@ -75,7 +75,8 @@ SYNTHESIZER_MAX_ROWS = 50
 
 
 def schema_text(snapshot: SchemaSnapshot, selection: Mapping[str, Sequence[str]] | None = None) -> str:
-    """The schema as the planner reads it: each table with its columns, types and keys.
+    """The schema as the planner reads it: each table with its columns, types and keys, and the
+    database's own comments on them where it keeps any (a server's catalog).
 
     ``selection`` (table → columns, from a retriever) narrows it; None sends everything.
     """
@@ -88,7 +89,8 @@ def schema_text(snapshot: SchemaSnapshot, selection: Mapping[str, Sequence[str]]
             continue
         keep = None if wanted is None else wanted[table.name.lower()]
         pk = f" (primary key: {', '.join(table.primary_key)})" if table.primary_key else ""
-        lines.append(f"table {table.name}{pk}")
+        note = f" -- {' '.join(table.description.split())}" if table.description else ""
+        lines.append(f"table {table.name}{pk}{note}")
         refs = {}
         for fk in table.foreign_keys:
             for col, ref in zip(fk.columns, fk.ref_columns, strict=False):
@@ -99,7 +101,8 @@ def schema_text(snapshot: SchemaSnapshot, selection: Mapping[str, Sequence[str]]
             extra = " not null" if not col.nullable else ""
             ref = refs.get(col.name.lower())
             ref_text = f" -> {ref}" if ref else ""
-            lines.append(f"  {col.name} {col.type or 'ANY'}{extra}{ref_text}")
+            note = f" -- {' '.join(col.description.split())}" if col.description else ""
+            lines.append(f"  {col.name} {col.type or 'ANY'}{extra}{ref_text}{note}")
     return "\n".join(lines)
 
 

@@ -66,17 +66,20 @@ def schema_entries(
     snapshot: SchemaSnapshot, description: str = "", sample_questions: Sequence[str] = ()
 ) -> list[Entry]:
     """Every entry of one datasource, in a stable order: description, sample questions, then
-    per table its table entry, its column entries and its relationships."""
+    per table its table entry, its column entries and its relationships; a table's or a
+    column's own comment in the database (a server's catalog) is read as part of its entry."""
     entries: list[Entry] = []
     if description.strip():
         entries.append(Entry("datasource", f"datasource {snapshot.datasource_id}: {' '.join(description.split())}"))
     entries.extend(Entry("question", q.strip()) for q in sample_questions if q.strip())
     for table in snapshot.tables:
         names = [c.name for c in table.columns]
-        entries.append(Entry("table", f"table {table.name}: columns {', '.join(names)}", (table.name,)))
+        note = f": {' '.join(table.description.split())}" if table.description else ""
+        entries.append(Entry("table", f"table {table.name}: columns {', '.join(names)}{note}", (table.name,)))
         for column in table.columns:
-            entries.append(Entry("column", f"{table.name}.{column.name} ({column.type or 'ANY'}) in table {table.name}",
-                                 (table.name,), (f"{table.name}.{column.name}",)))
+            said = f": {' '.join(column.description.split())}" if column.description else ""
+            entries.append(Entry("column", f"{table.name}.{column.name} ({column.type or 'ANY'}) in table "
+                                 f"{table.name}{said}", (table.name,), (f"{table.name}.{column.name}",)))
         for fk in table.foreign_keys:
             ref = snapshot.table(fk.ref_table)
             if ref is None:  # a key to a table the snapshot does not hold cannot be sent

@@ -333,3 +333,26 @@ def test_mode_retrieval_runs_routing_cases_and_leaves_out_refusals(demo_project:
     answered = records[("chinook_001", "admin")]
     assert answered.scores["retrieval_recall"].applies and answered.retrieval is not None
     assert [d.datasource_id for d in report.databases] == ["chinook", "support"]
+
+
+def test_a_servers_comments_are_read_as_descriptions() -> None:
+    """A table's or column's own comment (a server's catalog) joins its entry and the planner's
+    schema text; a schema without comments reads exactly as before."""
+    from nl2sql_assets.datasources.schema import ColumnInfo, SchemaSnapshot, TableInfo
+    from nl2sql_assets.engine.nodes import schema_text
+    from nl2sql_assets.retrieval.index import schema_entries
+
+    commented = SchemaSnapshot(datasource_id="sales", engine="postgres", tables=[TableInfo(
+        name="orders", description="one row per order placed", primary_key=["id"], columns=[
+            ColumnInfo(name="id", type="INTEGER", primary_key=True, nullable=False),
+            ColumnInfo(name="amt", type="NUMERIC(10,2)", description="order total in  euros")])])
+    texts = [e.text for e in schema_entries(commented)]
+    assert texts == ["table orders: columns id, amt: one row per order placed",
+                     "orders.id (INTEGER) in table orders",
+                     "orders.amt (NUMERIC(10,2)) in table orders: order total in euros"]
+    assert schema_text(commented) == ("table orders (primary key: id) -- one row per order placed\n"
+                                      "  id INTEGER not null\n  amt NUMERIC(10,2) -- order total in euros")
+    plain = commented.model_copy(update={"tables": [t.model_copy(update={
+        "description": None, "columns": [c.model_copy(update={"description": None}) for c in t.columns]})
+        for t in commented.tables]})
+    assert [e.text for e in schema_entries(plain)][0] == "table orders: columns id, amt"

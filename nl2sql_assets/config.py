@@ -71,7 +71,7 @@ class DatasourceConfig(StrictModel):
     @classmethod
     def _engine_shape(cls, value: str) -> str:
         if not re.fullmatch(r"[a-z][a-z0-9_]*", value):
-            raise ValueError("an engine name: sqlite, duckdb, postgres or mysql")
+            raise ValueError("the name of a database engine, in lower case (sqlite, postgres, ...)")
         return value
 
     @field_validator("url_env", "password_env")

@@ -188,6 +188,53 @@ class DuckDBAdapter:
                 self._conn = None
 
 
+class DuckdbSchemaCopy:
+    """The schema's tables, empty, in an in-memory DuckDB (external access off, configuration
+    locked): ``EXPLAIN`` binds a statement's names, never runs it. Only errors of names and syntax
+    are the SQL's; DuckDB reports no column reads. Used under a lock: threads share it."""
+
+    def __init__(self, snapshot: SchemaSnapshot) -> None:
+        self._lock = threading.Lock()
+        self._conn = duckdb.connect(":memory:", config={"enable_external_access": False, "threads": 1})
+        for table in snapshot.tables:
+            if "." in table.name or not table.columns:
+                continue
+            for typed in (True, False):  # the snapshot's types, else VARCHAR where one does not parse
+                columns = ", ".join(f"{_quote(c.name)} {(c.type if typed and c.type else 'VARCHAR')}"
+                                    for c in table.columns)
+                try:
+                    self._conn.execute(f"CREATE TABLE {_quote(table.name)} ({columns})")
+                    break
+                except duckdb.Error:
+                    continue
+        self._conn.execute("SET lock_configuration = true")
+
+    def prepare(self, sql: str) -> tuple[str | None, frozenset[tuple[str, str]] | None]:
+        with self._lock:
+            try:
+                self._conn.execute("EXPLAIN " + sql).fetchall()
+            except duckdb.Error as exc:
+                message = _first_line(str(exc))
+                # Only errors of names and syntax are the SQL's: a type error may come from the
+                # copy's column types, which the real database decides when the statement runs.
+                if any(marker in message for marker in _NAME_ERRORS):
+                    return message, None
+            return None, None
+
+
+_NAME_ERRORS = ("Parser Error", "Table with name", "Referenced column", "Referenced table",
+                "Ambiguous reference", "not found in FROM clause", "does not have a column")
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return " ".join(lines[:2])[:300] if lines else "the statement could not be prepared"
+
+
 class DuckdbEngine(DatabaseEngine):
     """DuckDB files, opened read_only with external access off and the configuration locked."""
 
@@ -201,6 +248,7 @@ class DuckdbEngine(DatabaseEngine):
                            "read_ndjson", "read_parquet", "parquet_scan", "read_text", "read_blob", "glob",
                            "sniff_csv")
     own_schemas = frozenset({"", "main"})
+    pseudo_columns = frozenset({"rowid"})
     sql_style = SqlStyle(
         like="ILIKE", nulls_first_ascending=False, string_agg="STRING_AGG", integer_division=False,
         cast_types={"integer": "INTEGER", "real": "DOUBLE", "text": "VARCHAR"},
@@ -209,6 +257,9 @@ class DuckdbEngine(DatabaseEngine):
 
     def open(self, cfg: DatasourceConfig, *, bulk: bool = False) -> DuckDBAdapter:
         return DuckDBAdapter(cfg, bulk=bulk)
+
+    def schema_copy(self, snapshot: SchemaSnapshot) -> DuckdbSchemaCopy:
+        return DuckdbSchemaCopy(snapshot)
 
 
 ENGINE = DuckdbEngine()

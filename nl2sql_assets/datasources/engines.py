@@ -16,12 +16,22 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from nl2sql_assets.config import ConfigError, DatasourceConfig, ProjectConfig
 
 if TYPE_CHECKING:
     from nl2sql_assets.datasources.base import DatasourceAdapter
+    from nl2sql_assets.datasources.schema import SchemaSnapshot
+
+
+class SchemaCopy(Protocol):
+    """An engine's empty in-memory copy of a schema: ``prepare`` compiles a statement there (never
+    runs it) and says ``(error, reads)``: the engine's message when it cannot, else the (table,
+    column) pairs it reads (``""`` as the column of a table read without one, ``ROWID`` for a row
+    id), or None where the engine reports no reads; ``(None, None)``: nothing to say."""
+
+    def prepare(self, sql: str) -> tuple[str | None, frozenset[tuple[str, str]] | None]: ...
 
 #: engine name -> the module that defines it (as ``ENGINE``)
 KINDS: dict[str, str] = {
@@ -103,11 +113,24 @@ class DatabaseEngine:
     #: whether unquoted names fold to lower case and quoted ones match exactly (Postgres); False:
     #: names match without regard to case (SQLite, DuckDB, MySQL column names)
     folds_to_lower: ClassVar[bool] = False
+    # How names resolve where sqlglot's qualifier does not say (``policy.dialects.NameRules``):
+    #: names of the row id a table offers when no real column has the name (SQLite's rowid)
+    pseudo_columns: ClassVar[frozenset[str]] = frozenset()
+    #: whether a double-quoted token that names nothing is the string of its text (SQLite)
+    double_quoted_strings: ClassVar[bool] = False
+    #: whether an INTEGER PRIMARY KEY column is the row id itself (SQLite)
+    integer_key_is_rowid: ClassVar[bool] = False
 
     def open(self, cfg: DatasourceConfig, *, bulk: bool = False) -> DatasourceAdapter:
         """The read-only adapter of a datasource of this kind. ``bulk``: one reader for thousands
         of statements (the prediction grader), each checked by the database's own rules only."""
         raise NotImplementedError
+
+    def schema_copy(self, snapshot: SchemaSnapshot) -> SchemaCopy | None:
+        """An empty copy of ``snapshot``'s tables in this engine, in memory, where the engine can
+        make one (SQLite, DuckDB): the final-SQL check asks it to prepare a statement, never run
+        it. None for a server, whose own word comes from the live database (``statement_reads``)."""
+        return None
 
     def write_tables(self, cfg: DatasourceConfig, namespace: str, tables: list[TableData], source_dialect: str,
                      *, replace: bool = False) -> None:

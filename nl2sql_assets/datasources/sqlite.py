@@ -287,6 +287,59 @@ class SqliteAdapter:
             conn.close()
 
 
+class SqliteSchemaCopy:
+    """The schema's tables, empty, in an in-memory SQLite database: the final-SQL check's question
+    to SQLite itself (``EXPLAIN`` compiles a statement, never runs it). Its authorizer reports
+    every table and column the compiled statement reads. Used under a lock: threads share it."""
+
+    def __init__(self, snapshot: SchemaSnapshot) -> None:
+        self._lock = threading.Lock()
+        self._reads: list[tuple[str, str]] = []
+        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+        for table in snapshot.tables:
+            if "." in table.name or not table.columns or table.name.lower().startswith("sqlite_"):
+                continue
+            key = table.primary_key
+            pk = f", PRIMARY KEY ({', '.join(_quote(k) for k in key)})" if key else ""
+            for typed in (True, False):  # the declared types (an INTEGER key is the rowid), else none
+                columns = ", ".join(f"{_quote(c.name)} {c.type if typed else ''}".rstrip() for c in table.columns)
+                try:
+                    self._conn.execute(f"CREATE TABLE {_quote(table.name)} ({columns}{pk})")
+                    break
+                except sqlite3.Error:
+                    continue
+        self._conn.set_authorizer(self._authorize)
+
+    def _authorize(self, action: int, arg1: str | None, arg2: str | None, _db: str | None,
+                   _trigger: str | None) -> int:
+        if action == sqlite3.SQLITE_READ:
+            self._reads.append((arg1 or "", arg2 or ""))
+            return sqlite3.SQLITE_OK
+        if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE):
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_PRAGMA:  # pragma_* table functions: compiled, never run
+            return sqlite3.SQLITE_OK
+        return sqlite3.SQLITE_DENY
+
+    def prepare(self, sql: str) -> tuple[str | None, frozenset[tuple[str, str]] | None]:
+        with self._lock:
+            self._reads = []
+            try:
+                self._conn.execute("EXPLAIN " + sql).close()
+            except (sqlite3.Error, sqlite3.Warning, ValueError) as exc:
+                message = str(exc) or type(exc).__name__
+                # The copy's authorizer, or a function the real connection may have (an
+                # extension, a build's own): the database that runs it decides those.
+                if message.startswith(("not authorized", "no such function")):
+                    return None, None
+                return message, None
+            return None, frozenset(self._reads)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 class SqliteEngine(DatabaseEngine):
     """SQLite files, opened read-only by URI (the standard library's driver)."""
 
@@ -296,12 +349,18 @@ class SqliteEngine(DatabaseEngine):
     system_prefixes = ("sqlite_", "pragma_")
     dangerous_functions = ("load_extension", "readfile", "writefile", "edit", "fts3_tokenizer")
     own_schemas = frozenset({"", "main"})
+    pseudo_columns = frozenset({"rowid", "oid", "_rowid_"})
+    double_quoted_strings = True
+    integer_key_is_rowid = True
     sql_style = SqlStyle(date_parts={
         "year": "CAST(STRFTIME('%Y', {}) AS INTEGER)", "month": "CAST(STRFTIME('%m', {}) AS INTEGER)",
         "day": "CAST(STRFTIME('%d', {}) AS INTEGER)", "year_month": "STRFTIME('%Y-%m', {})", "date": "DATE({})"})
 
     def open(self, cfg: DatasourceConfig, *, bulk: bool = False) -> SqliteAdapter:
         return SqliteAdapter(cfg, bulk=bulk)
+
+    def schema_copy(self, snapshot: SchemaSnapshot) -> SqliteSchemaCopy:
+        return SqliteSchemaCopy(snapshot)
 
 
 ENGINE = SqliteEngine()

@@ -24,6 +24,7 @@ SQL's own error, and every read SQLite reports must be among the facts.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
@@ -209,13 +210,15 @@ class _Resolution:
         return out
 
 
-SQLITE = NameRules(dialect="sqlite", pseudo_columns=frozenset({"rowid", "oid", "_rowid_"}),
-                   double_quoted_strings=True, integer_key_is_rowid=True)
-DUCKDB = NameRules(dialect="duckdb", pseudo_columns=frozenset({"rowid"}))
-
-#: The rules per sqlglot dialect; a dialect not listed is qualified by sqlglot's rules alone.
-NAME_RULES: dict[str, NameRules] = {rules.dialect: rules for rules in (SQLITE, DUCKDB)}
-
-
+@functools.cache
 def name_rules(dialect: str) -> NameRules:
-    return NAME_RULES.get(dialect) or NameRules(dialect=dialect)
+    """The rules of the engine that speaks ``dialect`` (``DatabaseEngine.pseudo_columns`` and the
+    rest); a dialect no engine of ours speaks is qualified by sqlglot's rules alone."""
+    from nl2sql_assets.datasources.engines import engine_for_dialect
+
+    engine = engine_for_dialect(dialect)
+    if engine is None:
+        return NameRules(dialect=dialect)
+    return NameRules(dialect=dialect, pseudo_columns=engine.pseudo_columns,
+                     double_quoted_strings=engine.double_quoted_strings,
+                     integer_key_is_rowid=engine.integer_key_is_rowid)

@@ -154,7 +154,7 @@ def _analyse_cached(sql: str, dialect: str, fingerprint: str, asked_database: bo
     facts = _analyse(sql, dialect, schema.snapshot, schema.mapping)
     if facts.parse_error is not None and not facts.parse_error.startswith("not a query"):
         # sqlglot could not read it: the database says whether the SQL itself is wrong
-        prepared = _prepared(sql, dialect, schema, fingerprint) if dialect == "sqlite" or asked_database else None
+        prepared = _prepared(sql, dialect, schema, fingerprint)
         if prepared is not None and prepared.error is not None:
             return dataclasses.replace(facts, database_error=prepared.error)
         return facts

@@ -355,4 +355,4 @@ def test_a_servers_comments_are_read_as_descriptions() -> None:
     plain = commented.model_copy(update={"tables": [t.model_copy(update={
         "description": None, "columns": [c.model_copy(update={"description": None}) for c in t.columns]})
         for t in commented.tables]})
-    assert [e.text for e in schema_entries(plain)][0] == "table orders: columns id, amt"
+    assert schema_entries(plain)[0].text == "table orders: columns id, amt"

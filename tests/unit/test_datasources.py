@@ -573,3 +573,46 @@ def test_duckdb_connections_have_no_file_access_and_a_locked_configuration(duck_
     snapshot = duck_db.introspect()
     assert {"agents", "customers", "tickets", "ticket_messages"} <= set(snapshot.table_names)
     assert snapshot.table("tickets").foreign_keys  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("engine", "module", "url"), [
+    ("postgres", "psycopg2", "postgresql://me@127.0.0.1:1/sales"),
+    ("mysql", "pymysql", "mysql://me@127.0.0.1:1/sales"),
+])
+def test_a_missing_server_driver_is_named_with_the_fix(engine: str, module: str, url: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from nl2sql_assets.config import DatasourceConfig
+    from nl2sql_assets.datasources.base import DatasourceError
+    from nl2sql_assets.datasources.registry import open_adapter
+
+    monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    with pytest.raises(DatasourceError, match=r"driver \w+ is not installed: pip install"):
+        open_adapter(DatasourceConfig(id="sales", engine=engine, url=url))
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    ({"engine": "postgres", "path": "x.db"}, ["path: a Postgres datasource is reached by URL", "url_env"]),
+    ({"engine": "postgres"}, ["url_env: a Postgres datasource needs its URL"]),
+    ({"engine": "sqlite", "url": "postgresql://me@h/db"}, ["url: a SQLite datasource is a file"]),
+    ({"engine": "oracle", "url": "oracle://me@h/db"}, ["engine: unknown database engine 'oracle'", "postgres"]),
+])
+def test_a_datasource_that_does_not_fit_its_engine_is_named(fields: dict, words: list[str]) -> None:
+    from nl2sql_assets.config import ConfigError, DatasourceConfig
+    from nl2sql_assets.datasources.engines import check_datasource
+
+    with pytest.raises(ConfigError) as info:
+        check_datasource(DatasourceConfig(id="sales", **fields))
+    for word in words:
+        assert word in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["postgresql://me:hunter2@db/sales", "mysql://me:s3cr%40t@db:3306/sales"])
+def test_a_url_with_a_password_is_refused_in_the_config(url: str) -> None:
+    from pydantic import ValidationError
+
+    from nl2sql_assets.config import DatasourceConfig
+
+    with pytest.raises(ValidationError, match="carries a password.*url_env.*password_env"):
+        DatasourceConfig(id="sales", engine="postgres", url=url)

@@ -614,5 +614,5 @@ def test_a_url_with_a_password_is_refused_in_the_config(url: str) -> None:
 
     from nl2sql_assets.config import DatasourceConfig
 
-    with pytest.raises(ValidationError, match="carries a password.*url_env.*password_env"):
+    with pytest.raises(ValidationError, match=r"carries a password.*url_env.*password_env"):
         DatasourceConfig(id="sales", engine="postgres", url=url)

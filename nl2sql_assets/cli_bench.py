@@ -310,7 +310,9 @@ def add_serve_command(sub: Any, fmt: dict[str, Any]) -> None:
 def cmd_serve(args: argparse.Namespace, config_path: Path) -> int:
     from nl2sql_assets.engines import BuiltinEngine, EngineServer
     from nl2sql_assets.project import Project
+    from nl2sql_assets.signals import defaults
 
+    defaults()  # a server stops on SIGTERM and SIGHUP whatever its parent ignored
     with Project.load(config_path) as project, contextlib.ExitStack() as stack:
         engine = project.engine
         if args.gold:

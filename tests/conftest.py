@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +107,14 @@ def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copyfile(Path(__file__).resolve().parents[1] / "scripts" / "dagster.yaml", home / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     return home
+
+
+@pytest.fixture(autouse=True)
+def _signals_as_found() -> Iterator[None]:
+    """Each test leaves the process's stopping signals as it found them: an in-process Dagster run
+    maps SIGTERM to SIGINT's handler and leaves it so, and every process a later test starts would
+    inherit it (``nl2sql_assets.signals``)."""
+    from nl2sql_assets.signals import dispositions_kept
+
+    with dispositions_kept():
+        yield

@@ -34,6 +34,7 @@ from dagster._core.storage.tags import REPOSITORY_LABEL_TAG
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from nl2sql_assets.defs.keys import CODE_LOCATION
+from nl2sql_assets.signals import dispositions_kept
 
 DEFINITIONS_MODULE = "nl2sql_assets.definitions"
 
@@ -86,12 +87,17 @@ class LaunchedRuns:
             tags={**ephemeral.run_tags, **run_tags},
             remote_job_origin=RemoteJobOrigin(self.repository, job))
         output_capture: dict[Any, Any] = {}
-        events = list(ExecuteRunWithPlanIterable(
+        with dispositions_kept():  # Dagster maps SIGTERM to SIGINT's handler and leaves it so
+            events = self._events(plan, in_memory, run, run_config, output_capture)
+        return dg.ExecuteInProcessResult(job_def=ephemeral, event_list=events, output_capture=output_capture,
+                                         dagster_run=self.instance.get_run_by_id(run.run_id))
+
+    def _events(self, plan: Any, in_memory: Any, run: Any, run_config: dict[str, Any],
+                output_capture: dict[Any, Any]) -> list[Any]:
+        return list(ExecuteRunWithPlanIterable(
             execution_plan=plan,
             iterator=job_execution_iterator,
             execution_context_manager=PlanOrchestrationContextManager(
                 context_event_generator=orchestration_context_event_generator, job=in_memory,
                 execution_plan=plan, dagster_run=run, instance=self.instance, run_config=run_config,
                 executor_defs=None, output_capture=output_capture, raise_on_error=False)))
-        return dg.ExecuteInProcessResult(job_def=ephemeral, event_list=events, output_capture=output_capture,
-                                         dagster_run=self.instance.get_run_by_id(run.run_id))

@@ -22,6 +22,7 @@ from nl2sql_assets.engines.kinds import EngineConfigError
 from nl2sql_assets.evaluation.reporting import load_report
 from nl2sql_assets.evaluation.running.results import CaseRecord
 from tests.engine_servers import RecordingEngine
+from tests.processes import start, stop
 
 # Mode full runs here against local servers; CI's ``CI`` variable would refuse it.
 pytestmark = pytest.mark.usefixtures("outside_ci")
@@ -48,7 +49,7 @@ def readme_engine(tmp_path: Path) -> Iterator[str]:
     script = tmp_path / "my_engine.py"
     script.write_text(code, encoding="utf-8")
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(script), str(port)], stderr=subprocess.PIPE)
+    proc = start([sys.executable, str(script), str(port)], stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):  # until it listens
@@ -60,8 +61,7 @@ def readme_engine(tmp_path: Path) -> Iterator[str]:
                 time.sleep(0.05)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
 
 
 def _by_key(records: list[CaseRecord]) -> dict[tuple[str, str], CaseRecord]:

@@ -20,6 +20,7 @@ from nl2sql_assets.errors import RunRefused
 from nl2sql_assets.evaluation.running.gold_llm import GOLD_MODEL, GoldLLMServer
 from nl2sql_assets.evaluation.running.results import CaseRecord
 from nl2sql_assets.evaluation.suites import load_suite
+from tests.processes import start, stop
 
 # Mode full runs here against local servers; CI's ``CI`` variable would refuse it.
 pytestmark = pytest.mark.usefixtures("outside_ci")
@@ -35,7 +36,7 @@ def served(demo_project: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
     for name in list(os.environ):
         if name.upper().endswith("_API_KEY"):
             monkeypatch.delenv(name)
-    proc = subprocess.Popen(
+    proc = start(
         [sys.executable, "-m", "nl2sql_assets.cli", "--config", str(demo_project), "serve", "--port", "0",
          "--gold", "suites/chinook.yaml"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -46,8 +47,7 @@ def served(demo_project: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
         assert found, f"serve printed {line!r}; stderr: {proc.stderr.read() if proc.poll() is not None else ''}"
         yield found.group(1)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc, grace_s=30)
 
 
 def _verdicts(records: list[CaseRecord]) -> dict[tuple[str, str], tuple[object, ...]]:

@@ -21,6 +21,7 @@ from nl2sql_assets.engines.http_client import BAD_REPLY, HTTP_ERROR, TOO_LARGE, 
 from nl2sql_assets.evaluation.running.gold_llm import GoldLLMServer
 from nl2sql_assets.evaluation.suites.loader import load_suite
 from nl2sql_assets.paths import chinook_suite_path
+from tests.processes import start, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {"allowed": "answered", "refused": "refused", "unanswerable": "unanswerable"}
@@ -188,8 +189,8 @@ def test_serve_runs_the_reference_server_as_a_separate_process(tmp_path: Path, c
 
     config = tmp_path / "nl2sql.yaml"
     config.write_text(yaml.safe_dump(_config(chinook_path).model_dump(mode="json", exclude={"root", "source"})))
-    process = subprocess.Popen([sys.executable, "-m", "nl2sql_assets.cli", "--config", str(config), "serve",
-                                "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = start([sys.executable, "-m", "nl2sql_assets.cli", "--config", str(config), "serve",
+                     "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline() if process.stdout else ""
         assert line.startswith("serving the built-in engine at http://127.0.0.1:"), process.stderr.read()
@@ -200,5 +201,4 @@ def test_serve_runs_the_reference_server_as_a_separate_process(tmp_path: Path, c
         assert (reply.status, reply.error_code) == ("error", HTTP_ERROR)
         assert "unknown role 'nobody'" in (reply.answer or "")
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        assert stop(process) == -15  # SIGTERM stops the server: it was not left ignoring it

@@ -608,13 +608,16 @@ def _cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dagster_instance() -> Any:
-    """The Dagster instance of ``$DAGSTER_HOME``; without it, a usage error instead of a traceback."""
+def _dagster_instance(config_path: Path) -> Any:
+    """The Dagster instance of ``$DAGSTER_HOME``, else of the project's own ``.dagster_home/``
+    (``nl2sql_assets.instance``: the first line says so)."""
     import dagster as dg
 
-    if not os.environ.get("DAGSTER_HOME"):
-        raise UsageError("DAGSTER_HOME is not set: point it at a folder holding this project's dagster.yaml "
-                         "(scripts/_env.sh uses .dagster_home/)")
+    from nl2sql_assets.instance import dagster_home
+
+    _, said = dagster_home(config_path.resolve().parent)
+    if said:
+        _say(said)
     return dg.DagsterInstance.get()
 
 
@@ -642,7 +645,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
         from nl2sql_assets.defs.automation import NIGHTLY_CONFIGS
         from nl2sql_assets.defs.keyfree import run_keyfree
 
-        instance = _dagster_instance()
+        instance = _dagster_instance(config_path)
     with instance:
         run = run_keyfree(config_path, instance, configs=tuple(args.configs or NIGHTLY_CONFIGS),
                           pass_index=args.pass_index)
@@ -751,7 +754,7 @@ def _cmd_configs(args: argparse.Namespace) -> int:
     from nl2sql_assets.evaluation.running.named_configs import project_configs_dir
     from nl2sql_assets.project import load_project_config
 
-    with _dagster_instance() as instance:
+    with _dagster_instance(_config_path(args)) as instance:
         if args.configs_command == "list":
             for name in instance.get_dynamic_partitions(CONFIGS.name):
                 print(name)

@@ -45,6 +45,19 @@ def packaged_suites_dir() -> Path:
     return inside if inside.is_dir() else PACKAGE_DIR.parent / "suites"
 
 
+def instance_settings_file() -> Path:
+    """The project's Dagster instance settings: ``nl2sql_assets/instance/dagster.yaml`` in a wheel,
+    ``scripts/dagster.yaml`` of a checkout (the same file; the wheel build copies it in)."""
+    inside = PACKAGE_DIR / "instance" / "dagster.yaml"
+    return inside if inside.is_file() else PACKAGE_DIR.parent / "scripts" / "dagster.yaml"
+
+
+def project_dagster_home(project_root: str | Path) -> Path:
+    """The Dagster instance folder a project keeps its runs in when DAGSTER_HOME is not set:
+    ``.dagster_home/`` beside its nl2sql.yaml."""
+    return Path(project_root) / ".dagster_home"
+
+
 def chinook_suite_path() -> Path:
     """The 47-case Chinook gold suite (its policy probes and clarify questions are suites of their own)."""
     return packaged_suites_dir() / "chinook.yaml"

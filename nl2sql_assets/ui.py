@@ -11,6 +11,7 @@ level, line by line; the event log and the captured step output keep everything.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -25,7 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-from nl2sql_assets.errors import UserError
+from nl2sql_assets.instance import dagster_home
+from nl2sql_assets.signals import STOPPING, child_defaults, dispositions_kept
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
 _RANK = {name.upper(): n for n, name in enumerate(LEVELS)}
@@ -109,44 +111,56 @@ def run_ui(config_path: Path, level: str = "warning", host: str = "127.0.0.1", p
     out = out or sys.stdout
     config_path = config_path.resolve()
     load_project_config(config_path)  # a missing or broken config says so here, not in the UI's log
-    if not os.environ.get("DAGSTER_HOME"):
-        raise UserError("DAGSTER_HOME is not set: Dagster would keep no runs. `source scripts/_env.sh` sets it "
-                      "(.dagster_home/ in the checkout, with the project's dagster.yaml), or set it yourself.")
+    _, said = dagster_home(config_path.parent)  # $DAGSTER_HOME, else the project's own .dagster_home/
+    if said:
+        out.write(said + "\n")
+        out.flush()
     with tempfile.TemporaryDirectory(prefix="nl2sql-ui-") as tmp:
         workspace = Path(tmp) / "workspace.yaml"
         workspace.write_text(workspace_yaml(config_path), encoding="utf-8")
+        # A process group of its own, begun with the stopping signals at their defaults: whatever
+        # stops this command (Ctrl-C, SIGTERM, SIGHUP) stops the whole tree (``_stop``)
         process = subprocess.Popen(
             dagster_dev_command(workspace, level, host, port), cwd=config_path.parent, env=dagster_dev_env(config_path),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-            errors="replace", bufsize=1)  # in our process group: a terminal's Ctrl-C reaches it too
+            errors="replace", bufsize=1, start_new_session=True, preexec_fn=child_defaults)
         assert process.stdout is not None
         reader = threading.Thread(target=copy_filtered, args=(process.stdout, LevelFilter(level), out), daemon=True)
         reader.start()
         url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
         try:
-            if wait_until_ready(url, process):
-                out.write(f"Dagster UI ready: {url}  (project {config_path}; the terminal shows {level.upper()} "
-                          "and above, the UI every event; Ctrl-C stops it)\n")
-                out.flush()
-            elif process.poll() is None:
-                out.write(f"dagster dev is not answering at {url} after {READY_TIMEOUT_S:.0f} s; still waiting "
-                          "(Ctrl-C stops it)\n")
-                out.flush()
-            code = process.wait()
+            with dispositions_kept():
+                for sig in STOPPING:  # each ends the wait below as Ctrl-C does
+                    signal.signal(sig, signal.default_int_handler)
+                code = _serve(url, process, level, config_path, out)
         except KeyboardInterrupt:
             code = _stop(process)
         reader.join(timeout=5)
         return code
 
 
-def _stop(process: subprocess.Popen, grace_s: float = 15.0) -> int:
-    """After Ctrl-C: ``dagster dev`` (in our process group) got it too from a terminal; send it
-    again for a Ctrl-C that reached only this process, wait for it to stop its webserver, daemon
-    and code servers, then kill it."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
+def _serve(url: str, process: subprocess.Popen, level: str, config_path: Path, out: IO[str]) -> int:
+    """Say when the UI answers, then wait for ``dagster dev`` to end."""
+    if wait_until_ready(url, process):
+        out.write(f"Dagster UI ready: {url}  (project {config_path}; the terminal shows {level.upper()} "
+                  "and above, the UI every event; Ctrl-C stops it)\n")
+        out.flush()
+    elif process.poll() is None:
+        out.write(f"dagster dev is not answering at {url} after {READY_TIMEOUT_S:.0f} s; still waiting "
+                  "(Ctrl-C stops it)\n")
+        out.flush()
+    return process.wait()
+
+
+def _stop(process: subprocess.Popen, grace_s: float = 12.0) -> int:
+    """After Ctrl-C, SIGTERM or SIGHUP: Ctrl-C to ``dagster dev``'s whole process group (it stops
+    its webserver, daemon and code servers), then, past ``grace_s``, SIGKILL to what is left."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
     try:
-        return process.wait(timeout=grace_s)
+        code = process.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
-        process.kill()
-        return process.wait()
+        code = None
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # whatever of the group outlived dagster dev
+    return code if code is not None else process.wait()

@@ -415,13 +415,14 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
 def _neighbour_request(args: argparse.Namespace, config: Any) -> Any:
     """The run's neighbours: off with --no-neighbours, the flags over evals.yaml's setting, or
     None (evals.yaml's, the runner reads it)."""
-    from nl2sql_assets.cli_bench import neighbour_settings
+    from nl2sql_assets.cli_bench import asks_for_neighbours, neighbour_settings
 
     if args.no_neighbours:
-        if args.neighbours is not None or args.neighbour_seed is not None:
-            raise UsageError("--no-neighbours and --neighbours/--neighbour-seed ask opposite things; give one")
+        if asks_for_neighbours(args):
+            raise UsageError("--no-neighbours and --neighbours/--neighbour-seed/--witness ask opposite things; "
+                             "give one")
         return False
-    if args.neighbours is None and args.neighbour_seed is None:
+    if not asks_for_neighbours(args):
         return None
     return neighbour_settings(args, config)
 

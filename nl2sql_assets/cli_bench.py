@@ -75,10 +75,10 @@ def add_bench_commands(sub: Any, esub: Any, fmt: dict[str, Any]) -> None:
     audit.add_argument("suite", metavar="SUITE", help="the suite file to audit")
     audit.add_argument("--out", default=None, metavar="FILE", help="write the audit (JSON) here")
     audit.add_argument("--strict", action="store_true", help="exit 1 when any flag is raised")
-    add_neighbour_options(audit, "audit")
+    add_neighbour_options(audit, "audit", witness=False)
 
 
-def add_neighbour_options(parser: Any, verb: str) -> None:
+def add_neighbour_options(parser: Any, verb: str, *, witness: bool = True) -> None:
     """``--neighbours [K]`` and ``--neighbour-seed N``, for eval grade and eval run alike."""
     parser.add_argument("--neighbours", type=int, nargs="?", const=0, default=None, metavar="K",
                         help=f"also {verb} each pass on at most K neighbour databases of its datasource (SQLite or "
@@ -88,6 +88,12 @@ def add_neighbour_options(parser: Any, verb: str) -> None:
     parser.add_argument("--neighbour-seed", type=int, default=None, metavar="N",
                         help="the seed the neighbours are made from (evals.yaml's neighbours: seed, else 1; "
                              "another seed, another set)")
+    if not witness:
+        return
+    parser.add_argument("--witness", type=int, default=None, metavar="N",
+                        help="candidate databases the witness search tries for each pass that holds on every "
+                             "kept neighbour, built for where the prediction differs from the gold (evals.yaml's "
+                             "neighbours: witness, else 32; 0: no search)")
 
 
 def neighbour_settings(args: argparse.Namespace, config: Any) -> Any:
@@ -96,14 +102,27 @@ def neighbour_settings(args: argparse.Namespace, config: Any) -> Any:
     from nl2sql_assets.config import NeighbourSettings
 
     base = config.evals_config.neighbours
-    if args.neighbours is None and args.neighbour_seed is None:
+    if not asks_for_neighbours(args):
         return base
     settings = base.model_copy() if base is not None else NeighbourSettings()
     if args.neighbours:
         settings = settings.model_copy(update={"count": args.neighbours})
     if args.neighbour_seed is not None:
         settings = settings.model_copy(update={"seed": args.neighbour_seed})
-    return NeighbourSettings.model_validate(settings.model_dump())
+    if getattr(args, "witness", None) is not None:
+        settings = settings.model_copy(update={"witness": args.witness})
+    try:
+        return NeighbourSettings.model_validate(settings.model_dump())
+    except ValueError as exc:
+        from nl2sql_assets.errors import UsageError
+
+        raise UsageError(f"neighbour options: {exc}") from None
+
+
+def asks_for_neighbours(args: argparse.Namespace) -> bool:
+    """Whether the command line names a neighbour setting (``--neighbours``, ``--neighbour-seed``,
+    ``--witness``)."""
+    return any(getattr(args, name, None) is not None for name in ("neighbours", "neighbour_seed", "witness"))
 
 
 def cmd_wide(args: argparse.Namespace) -> int:
@@ -156,8 +175,7 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
     predictions = read_predictions(args.predictions, cases)
     report = grade(suite, predictions, {ds.id: ds for ds in config.datasources}, workers=args.workers,
                    predictions_name=str(args.predictions), cases=cases)
-    settings = neighbour_settings(args, config) if args.neighbours is not None or args.neighbour_seed is not None \
-        else None
+    settings = neighbour_settings(args, config) if asks_for_neighbours(args) else None
     if settings is not None:
         from nl2sql_assets.evaluation.grading import grade_on_neighbours
 
@@ -189,11 +207,16 @@ def cmd_grade(args: argparse.Namespace, config_path: Path) -> int:
         on_flagged = Counter(kind for g in overturned for kind in flags.get(g.case_id, []))
         read = (" (" + ", ".join(f"{n} on gold flagged {kind}" for kind, n in on_flagged.most_common())
                 + ": read those with eval audit)") if on_flagged else ""
+        witnessed = [g for g in overturned if g.neighbour_robust and g.neighbour_robust.reason == "fails_on_witness"]
+        by_search = f", {len(witnessed)} by a witness the search found" if witnessed else ""
         print(f"on neighbours ({kept}): strict {robust.text()} ({robust.passed}/{robust.total}, "
-              f"95% CI {robust.low_high()}); {len(overturned)} pass(es) overturned{read}")
+              f"95% CI {robust.low_high()}); {len(overturned)} pass(es) overturned{by_search}{read}")
         for g in overturned:
             marks = f" [gold: {', '.join(flags[g.case_id])}]" if g.case_id in flags else ""
-            print(f"  {g.case_id}: fails on {Path(g.overturned_on or '').name}{marks}")
+            how = "witness " if g in witnessed else ""
+            print(f"  {g.case_id}: fails on {how}{Path(g.overturned_on or '').name}{marks}")
+        if witnessed:
+            print("  (a witness: nl2sql-assets neighbours show CASE --witness --suite SUITE --sql PREDICTION)")
     if args.out:
         print(f"report: {args.out}")
     return EXIT_OK
@@ -231,13 +254,21 @@ def add_neighbours_command(sub: Any, fmt: dict[str, Any]) -> None:
                                 description="Neighbour databases of a suite's datasources (see eval grade "
                                             "--neighbours).", **fmt)
     nsub = neighbours.add_subparsers(dest="neighbours_command", required=True)
-    show = nsub.add_parser("show", help="one neighbour's rows that a case reads, and the gold's (and a "
-                                        "prediction's) result there", **fmt)
+    show = nsub.add_parser(
+        "show", help="one neighbour's (or witness's) rows that a case reads, and the gold's and a prediction's "
+                     "result there",
+        description="Print the rows a case's gold reads on one kept neighbour database (N), or on a witness "
+                    "database the witness search found for one of the case's predictions (no N: the witness of "
+                    "--sql, else every witness found for the case, the first shown), and the gold's and the "
+                    "prediction's result there. Writes nothing; exit 2 where there is no such neighbour or "
+                    "witness.", **fmt)
     show.add_argument("case", metavar="CASE", help="the case id")
-    show.add_argument("number", type=int, metavar="N", help="the neighbour's number in its set (0 is the first kept)")
+    show.add_argument("number", type=int, nargs="?", default=None, metavar="N",
+                      help="the neighbour's number in its set (0 is the first kept); left out: a witness")
     show.add_argument("--suite", required=True, metavar="PATH", help="the suite the case belongs to")
-    show.add_argument("--sql", default=None, help="a prediction to run there beside the gold")
-    add_neighbour_options(show, "grade")
+    show.add_argument("--sql", default=None, help="a prediction to run there beside the gold (without N: the "
+                                                  "prediction whose witness to show)")
+    add_neighbour_options(show, "grade", witness=False)
     show.add_argument("--rows", type=int, default=20, metavar="N", help="rows shown per table (default 20)")
 
 
@@ -249,7 +280,12 @@ def cmd_neighbours(args: argparse.Namespace, config_path: Path) -> int:
     from nl2sql_assets.errors import UserError
     from nl2sql_assets.evaluation.neighbours.distill import rows_or_none
     from nl2sql_assets.evaluation.neighbours.formats import format_of
-    from nl2sql_assets.evaluation.neighbours.store import neighbour_cases, project_sets, project_suites
+    from nl2sql_assets.evaluation.neighbours.store import (
+        gold_query,
+        neighbour_cases,
+        project_sets,
+        project_suites,
+    )
     from nl2sql_assets.evaluation.suites.loader import load_suite
     from nl2sql_assets.paths import neighbours_dir
     from nl2sql_assets.project import load_project_config
@@ -265,15 +301,19 @@ def cmd_neighbours(args: argparse.Namespace, config_path: Path) -> int:
     kept = project_sets(config, project_suites(config, [(name, suite)]), settings, neighbours_dir(config.root),
                         datasources=[datasource])[datasource]
     paths = kept.paths
-    if not 0 <= args.number < len(paths):
-        raise UserError(f"neighbour {args.number}: the set of {datasource!r} keeps {len(paths)} "
-                        f"(0 to {len(paths) - 1})")
-    path = paths[args.number]
     files = format_of(kept.engine)
+    if args.number is None:
+        path, prediction = _witness_to_show(kept, gold_query(case, name), args.sql)
+        args.sql = args.sql or prediction
+    else:
+        if not 0 <= args.number < len(paths):
+            raise UserError(f"neighbour {args.number}: the set of {datasource!r} keeps {len(paths)} "
+                            f"(0 to {len(paths) - 1})")
+        path = paths[args.number]
+        print(f"{case.id} on {path} (set {kept.manifest.key} of {datasource!r}: {len(paths)} kept, "
+              f"seed {kept.manifest.seed})")
     tables = sorted({t.name for t in sqlglot.parse_one(case.sql or "", read=files.dialect).find_all(exp.Table)
                      if t.name})
-    print(f"{case.id} on {path} (set {kept.manifest.key} of {datasource!r}: {len(paths)} kept, "
-          f"seed {kept.manifest.seed})")
     adapter = files.open(path)
     try:
         for table in tables:
@@ -294,6 +334,30 @@ def cmd_neighbours(args: argparse.Namespace, config_path: Path) -> int:
     finally:
         adapter.close()
     return EXIT_OK
+
+
+def _witness_to_show(kept: Any, gold: Any, sql: str | None) -> tuple[Path, str]:
+    """The witness database to show for a case (that of prediction ``sql``, else the first found
+    for the case), after a line for each witness found; UserError where there is none."""
+    from nl2sql_assets.errors import UserError
+    from nl2sql_assets.evaluation.neighbours.witness import FOLDER, prediction_digest, witness_sidecars
+
+    found = [r for r in witness_sidecars(kept.home) if r.gold == gold.key or r.gold_sql == gold.sql]
+    if sql is not None:
+        found = [r for r in found if prediction_digest(r.predicted_sql) == prediction_digest(sql)]
+    if not found:
+        what = "this prediction" if sql is not None else "any prediction of this case"
+        raise UserError(f"no witness found for {what} in {kept.home / FOLDER} (a witness is searched for when a "
+                        "pass holds on every kept neighbour: eval grade or eval run with neighbours; give N to see "
+                        "a kept neighbour)")
+    for record in found:
+        print(f"witness {record.file}: {' '.join(record.predicted_sql.split())[:120]}  "
+              f"[{', '.join(record.kinds)}; built by {', '.join(record.strategies)}; tried {record.tried}]")
+    first = found[0]
+    path = kept.home / FOLDER / (first.file or "")
+    print(f"\n{gold.key.split('/')[-1]} on the witness {path} (set {kept.manifest.key}): "
+          f"{', '.join(f'{t} {n}' for t, n in first.rows.items() if n)} rows")
+    return path, first.predicted_sql
 
 
 def add_serve_command(sub: Any, fmt: dict[str, Any]) -> None:

@@ -372,11 +372,19 @@ class NeighbourSettings(StrictModel):
         "candidate neighbours generated per datasource, of which distillation keeps at most count"))
     max_rows: Annotated[int, Field(ge=1, le=5000)] = Field(default=200, description=(
         "the most rows a table of a neighbour holds"))
+    witness: Annotated[int, Field(ge=0, le=1000)] = Field(default=32, description=(
+        "candidate databases the witness search tries for each pass that holds on every kept neighbour, "
+        "built for where the prediction and the gold differ (0: no search)"))
 
-    def identity(self) -> dict[str, int]:
-        """What a neighbour-robust verdict depends on besides the data (a record's series)."""
+    def set_identity(self) -> dict[str, int]:
+        """What a kept set's files depend on besides the data and the gold (its key)."""
         return {"count": self.count, "seed": self.seed, "candidates": self.candidates,
                 "max_rows": self.max_rows}
+
+    def identity(self) -> dict[str, int]:
+        """What a neighbour-robust verdict depends on besides the data (a record's series): the
+        kept set's settings and the witness search's budget."""
+        return {**self.set_identity(), "witness": self.witness}
 
 
 class EvalsConfig(StrictModel):

@@ -116,13 +116,14 @@ def _reverse_every_table(conn: sqlite3.Connection) -> None:
 
 
 class SqliteAdapter:
-    """Read-only access to one SQLite file."""
+    """Read-only access to one SQLite file (or, with ``connection``, to a private in-memory database
+    its builder hands over: from then on the authorizer keeps it read-only)."""
 
     engine = "sqlite"
     dialect = "sqlite"
 
     def __init__(self, cfg: DatasourceConfig, *, keep_open: bool = False, bulk: bool = False,
-                 reverse_scans: bool = False) -> None:
+                 reverse_scans: bool = False, connection: sqlite3.Connection | None = None) -> None:
         self.id = cfg.id
         self.keep_open = keep_open or bulk
         #: every table read in the other order (the gold audit): a result that leans on the rows'
@@ -134,6 +135,12 @@ class SqliteAdapter:
         self.path = Path(cfg.path)
         self.row_limit = cfg.row_limit
         self.timeout_s = cfg.timeout_s
+        self._given = connection
+        self._in_memory = connection is not None
+        if connection is not None:  # an in-memory database (the witness search's candidates): no file
+            self.keep_open = True
+            self._uri = ""
+            return
         if not self.path.is_file():
             raise DatasourceError(f"datasource {self.id!r}: SQLite file not found: {self.path} (its path in "
                                   "nl2sql.yaml; the demo's databases are made by `nl2sql-assets data`)")
@@ -142,7 +149,12 @@ class SqliteAdapter:
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
+            if self._in_memory:  # the one connection there is: taken once, by the thread that reads it
+                conn, self._given = self._given, None
+                if conn is None:
+                    raise sqlite3.Error("an in-memory database is read on the thread that first read it")
+            else:
+                conn = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
             if self.reverse_scans:  # made before the authorizer, which admits nothing but reads
                 _reverse_every_table(conn)
             return conn

@@ -73,6 +73,8 @@ class CaseGrade(BaseModel):
     overturned_on: str | None = None
     neighbour_gold_rows: list[list[Any]] | None = None
     neighbour_predicted_rows: list[list[Any]] | None = None
+    #: the number of the first row of each shown (20 at most, taken where the two differ)
+    neighbour_rows_from: int = 1
 
 
 class DifficultyRates(BaseModel):
@@ -385,8 +387,6 @@ def _report(suite: EvalSuite, name: str, grades: list[CaseGrade], workers: int, 
 
 # ---------------------------------------------------------------- on neighbour databases
 
-#: rows of an overturned pass's evidence kept in the report, each side
-EVIDENCE_ROWS = 20
 
 
 def grade_on_neighbours(report: GradeReport, suite: EvalSuite, cases: Sequence[EvalCase],
@@ -413,6 +413,7 @@ def grade_on_neighbours(report: GradeReport, suite: EvalSuite, cases: Sequence[E
     finally:
         for judge in judges.values():
             judge.close()
+    graded = _on_witnesses(graded, by_id, name, sets, settings.witness)
     robust = sum(1 for g in graded if is_graded(g) and g.neighbour_robust is not None and g.neighbour_robust.passed)
     from nl2sql_assets.evaluation.neighbours.audit import audit_suite
 
@@ -425,6 +426,36 @@ def grade_on_neighbours(report: GradeReport, suite: EvalSuite, cases: Sequence[E
     })
 
 
+def _on_witnesses(graded: list[CaseGrade], by_id: dict[str, EvalCase], suite_name: str, sets: dict[str, Any],
+                  candidates: int) -> list[CaseGrade]:
+    """Every pass that held on the kept neighbours searched for a witness (on every core): a
+    witness found overturns it, the database kept beside the set as evidence."""
+    from nl2sql_assets.evaluation.neighbours import FAILS_ON_WITNESS, gold_query
+    from nl2sql_assets.evaluation.neighbours.witness import search_all
+
+    searches = {ds: kept.witness_search(candidates) for ds, kept in sets.items()}
+    held = [i for i, g in enumerate(graded) if g.sql and g.neighbour_robust is not None and g.neighbour_robust.passed
+            and searches.get(g.datasource) is not None]
+    outcomes = search_all([(searches[graded[i].datasource], gold_query(by_id[graded[i].case_id], suite_name),
+                            graded[i].sql or "") for i in held])
+    out = list(graded)
+    for i, outcome in zip(held, outcomes, strict=True):
+        record = outcome.record
+        if record is None or not record.found:
+            continue
+        what = ", ".join(record.kinds)
+        where = str(outcome.path) if outcome.path else "a witness database"
+        out[i] = out[i].model_copy(update={
+            "neighbour_robust": Verdict(passed=False, reason=FAILS_ON_WITNESS, message=(
+                f"passes on the original and every kept neighbour, fails on a witness database the search built "
+                f"for where it differs from the gold ({what}): {Path(where).name}")),
+            "overturned_on": where,
+            "neighbour_gold_rows": record.gold_rows or [], "neighbour_predicted_rows": record.predicted_rows,
+            "neighbour_rows_from": record.rows_from,
+        })
+    return out
+
+
 def _on_neighbours(g: CaseGrade, case: EvalCase, suite_name: str, kept: list[Path] | None, judge: Any) -> CaseGrade:
     """One case's grade with its neighbour-robust verdict (and the evidence of an overturn)."""
     from nl2sql_assets.evaluation.neighbours import FAILS_ON_NEIGHBOUR, gold_query
@@ -434,7 +465,7 @@ def _on_neighbours(g: CaseGrade, case: EvalCase, suite_name: str, kept: list[Pat
     if not kept or not g.sql:
         return g.model_copy(update={"neighbour_robust": Verdict(passed=True, reason="match",
                                                                 message="no neighbours kept for its datasource")})
-    outcome = judge.overturn(gold_query(case, suite_name), g.sql)
+    outcome = judge.overturn(gold_query(case, suite_name), g.sql, search=False)  # the search: ``_on_witnesses``
     if outcome.passed:
         return g.model_copy(update={"neighbour_robust": Verdict(
             passed=True, reason="match", message=f"matches on the original and {len(kept)} neighbour(s)")})
@@ -443,6 +474,6 @@ def _on_neighbours(g: CaseGrade, case: EvalCase, suite_name: str, kept: list[Pat
         "neighbour_robust": Verdict(passed=False, reason=FAILS_ON_NEIGHBOUR,
                                     message=f"passes on the original, fails on neighbour {where.name}"),
         "overturned_on": str(where),
-        "neighbour_gold_rows": (outcome.gold_rows or [])[:EVIDENCE_ROWS],
-        "neighbour_predicted_rows": None if outcome.predicted_rows is None else outcome.predicted_rows[:EVIDENCE_ROWS],
+        "neighbour_gold_rows": outcome.gold_rows or [], "neighbour_predicted_rows": outcome.predicted_rows,
+        "neighbour_rows_from": outcome.rows_from,
     })

@@ -467,15 +467,44 @@ def test_other_neighbour_settings_are_another_series(run_seed: int | None, base_
     assert result.series_break is not None and "other neighbour databases" in result.series_break
 
 
-def test_neighbours_made_by_another_generator_version_are_not_comparable() -> None:
+@pytest.mark.parametrize(("change", "said"), [
+    ({"generator_version": 3}, "another neighbour generator version: baseline"),
+    ({"witness": 32, "witness_version": 2}, "other neighbour databases"),  # the search added: another series
+    ({"witness": 0}, None),  # no search either side: the version is nobody's
+])
+def test_neighbours_made_or_searched_by_another_version_are_not_comparable(change: dict[str, int],
+                                                                          said: str | None) -> None:
     base = neighbours_report(BASE)
     now = neighbours_report(BASE, day=2)
+    assert now.neighbours is not None
+    now = now.model_copy(update={"neighbours": now.neighbours.model_copy(update=change)})
+    result = gate(now, base)
+    if said is None:
+        assert result.series_break is None
+        return
+    assert result.series_break is not None and said in result.series_break
+
+
+def test_another_witness_search_version_is_named_with_both_versions() -> None:
+    base, now = neighbours_report(BASE), neighbours_report(BASE, day=2)
+    assert base.neighbours is not None and now.neighbours is not None
+    base = base.model_copy(update={"neighbours": base.neighbours.model_copy(update={"witness": 32,
+                                                                                    "witness_version": 1})})
+    now = now.model_copy(update={"neighbours": now.neighbours.model_copy(update={"witness": 32,
+                                                                                 "witness_version": 2})})
+    result = gate(now, base)
+    assert result.series_break is not None
+    assert "another witness search version" in result.series_break
+    assert "witness search version 1, the run under version 2" in result.series_break
+
+
+def test_another_generator_version_is_named_with_both_versions() -> None:
+    base, now = neighbours_report(BASE), neighbours_report(BASE, day=2)
     assert now.neighbours is not None
     now = now.model_copy(update={"neighbours": now.neighbours.model_copy(update={"generator_version": 3})})
     result = gate(now, base)
     assert result.series_break is not None
-    assert "another neighbour generator version" in result.series_break
-    assert "generator version 2, the run by version 3" in result.series_break
+    assert "neighbour generator version 2, the run under version 3" in result.series_break
 
 
 def test_the_neighbours_verdict_on_a_run_without_neighbours_says_so() -> None:

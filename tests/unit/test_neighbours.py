@@ -156,9 +156,9 @@ def test_a_unique_index_refuses_a_duplicated_row_instead_of_breaking_the_neighbo
 ])
 def test_a_string_literal_is_written_in_the_column_s_own_format(literal: str, values: list[str],
                                                                   expected: str | None) -> None:
-    from nl2sql_assets.evaluation.neighbours.generate import _in_format
+    from nl2sql_assets.evaluation.neighbours.formats import in_format
 
-    assert _in_format(literal, values) == expected
+    assert in_format(literal, values) == expected
 
 
 def test_a_near_miss_that_passes_on_the_original_is_overturned_on_a_neighbour_with_evidence(

@@ -197,7 +197,9 @@ def dashboard_data(sources: Iterable[SourcedRun], questions: dict[str, dict[str,
             id=f"{item.source}:{item.where}#{suite}/{config}", source=item.source, where=item.where,
             suite=suite, config=config, mode=item.mode, recorded_at=item.finished_at,
             note=item.note, passes=item.passes,
-            neighbours=(f"K {item.neighbours.count}, seed {item.neighbours.seed}" if item.neighbours else None),
+            neighbours=(f"K {item.neighbours.count}, seed {item.neighbours.seed}"
+                        + (f", witness search {item.neighbours.witness}" if item.neighbours.witness else "")
+                        if item.neighbours else None),
             strict=_outcomes(strict, suite, ordered, index),
             lenient=_outcomes(lenient, suite, ordered, index) if lenient is not None else None,
             robust=_outcomes(robust, suite, ordered, index) if robust is not None else None,
@@ -210,12 +212,14 @@ def dashboard_data(sources: Iterable[SourcedRun], questions: dict[str, dict[str,
 
 def _difference(record: CaseRecord) -> str | None:
     """How a case run's rows differed from the gold (the comparator's message), or why a kept
-    neighbour overturned its pass (the neighbour and the message)."""
+    neighbour or a witness the search found overturned its pass (the database and the message)."""
     from nl2sql_assets.evaluation.running.scorers import NEIGHBOUR_SCORER
 
     robust = record.scores.get(NEIGHBOUR_SCORER)
     if robust is not None and robust.passed is False:
         where = robust.detail.get("neighbour")
+        if robust.detail.get("reason") == "fails_on_witness":
+            return f"on a witness database the search built ({where}): {robust.detail.get('message', '')}"
         return f"on neighbour {where}: {robust.detail.get('message', '')}" if where else robust.detail.get("message")
     match = record.scores.get("result_match")
     if match is not None and match.passed is False:

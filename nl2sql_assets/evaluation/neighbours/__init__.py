@@ -3,7 +3,9 @@ gold give different rows (test-suite accuracy). ``mutants`` makes the near misse
 ``generate_neighbours`` the candidate databases (SQLite or DuckDB, ``formats``), ``distill`` keeps
 the few that tell the most mutants apart, ``project_sets`` builds or reads back each datasource's
 kept set, ``neighbour_verdict`` and ``NeighbourJudge`` grade a prediction on the original and the
-kept ones, and ``audit`` flags gold that tests less than it seems.
+kept ones, ``witness`` searches a pass that holds there for a database that tells it from its gold
+(built by ``targeted`` for what ``focus`` reads in the two queries), and ``audit`` flags gold that
+tests less than it seems.
 """
 
 from nl2sql_assets.evaluation.neighbours.distill import Distillation, GoldQuery, distill
@@ -19,6 +21,7 @@ from nl2sql_assets.evaluation.neighbours.store import (
 )
 from nl2sql_assets.evaluation.neighbours.verdict import (
     FAILS_ON_NEIGHBOUR,
+    FAILS_ON_WITNESS,
     NeighbourJudge,
     NeighbourVerdict,
     neighbour_verdict,
@@ -26,6 +29,7 @@ from nl2sql_assets.evaluation.neighbours.verdict import (
 
 __all__ = [
     "FAILS_ON_NEIGHBOUR",
+    "FAILS_ON_WITNESS",
     "FORMATS",
     "GENERATOR_VERSION",
     "RULES",

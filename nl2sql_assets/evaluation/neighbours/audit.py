@@ -311,10 +311,10 @@ def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
         backwards = [files.open_reversed(p, ds.timeout_s) for p in [ds.database_file, *paths]]
         try:
             for case in its_cases:
-                location = case_location(suite, case.id, "sql", suite_name)
 
                 def flag(kind: FlagKind, message: str, where: str | None = "original", *,
-                         case: Any = case, location: str = location) -> AuditFlag:
+                         case: Any = case) -> AuditFlag:
+                    location = case_location(suite, case.id, "sql", suite_name)
                     return AuditFlag(suite=suite_name, case=case.id, kind=kind, where=where, location=location,
                                      message=f"{location}: {message}")
 
@@ -338,8 +338,10 @@ def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
                     flags.append(flag("order_sensitive", f"the gold leans on the order of equal rows: {found[1]}",
                                       found[0]))
                 if kept is not None:
-                    flags += [f.model_copy(update={"location": location, "message": f"{location}: {f.message}"})
-                              for f in _sidecar_flags(suite_name, case, kept)]
+                    for f in _sidecar_flags(suite_name, case, kept):
+                        location = case_location(suite, case.id, "sql", suite_name)
+                        flags.append(f.model_copy(update={"location": location,
+                                                          "message": f"{location}: {f.message}"}))
         finally:
             adapter.close()
             for other in [*neighbour_adapters, *backwards]:
@@ -349,7 +351,10 @@ def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
         location = case_location(suite, f.case, "sql", suite_name)
         flags.append(f.model_copy(update={"location": location, "message": f"{location}: {f.message}"}))
     order = {kind: i for i, kind in enumerate(KINDS)}
-    flags.sort(key=lambda f: ([c.id for c in cases].index(f.case), order[f.kind]))
+    position: dict[str, int] = {}
+    for i, c in enumerate(cases):
+        position.setdefault(c.id, i)
+    flags.sort(key=lambda f: (position[f.case], order[f.kind]))
     return GoldAudit(suite=suite_name, cases=len(cases), flags=flags,
                      counts=dict(Counter(f.kind for f in flags).most_common()),
                      median_ms=None if median is None else round(median * 1000, 3),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -127,6 +128,29 @@ class NeighbourFormat(Protocol):
         """Read-only access to the same rows scanned in the other physical order."""
         ...
 
+    def scratch(self, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]],
+                template: Any = None) -> Scratch:
+        """A short-lived database of ``source``'s schema holding ``rows`` (the witness search's
+        candidates): read through the product's own read-only access, saved to a file when kept.
+        ``template``: what ``template`` gave for this source (it saves making the schema again)."""
+        ...
+
+    def template(self, source: Source) -> Any:
+        """The empty schema of ``source`` in whatever form makes ``scratch`` faster (None: nothing)."""
+        ...
+
+
+class Scratch(Protocol):
+    """A candidate database: read forwards and backwards, saved whole when it is kept, then closed."""
+
+    def adapter(self) -> Any: ...
+
+    def reversed(self) -> Any: ...
+
+    def save(self, path: Path) -> Path: ...
+
+    def close(self) -> None: ...
+
 
 class SqliteFiles:
     """SQLite: read through sqlite_master and the table pragmas, written with sqlite3."""
@@ -165,18 +189,7 @@ class SqliteFiles:
         temporary = _temporary(path)
         conn = sqlite3.connect(temporary)
         try:
-            conn.execute("PRAGMA foreign_keys = ON")
-            for table in source.tables:
-                conn.execute(table.create_sql)
-            for sql in source.indexes:  # a UNIQUE index refuses a row as the table's own keys do
-                conn.execute(sql)
-            for table in source.tables:
-                marks = ", ".join("?" for _ in table.columns)
-                for row in rows.get(table.name, ()):
-                    _insert_row(conn, f"INSERT INTO {table.quoted} VALUES ({marks})", row)
-            for sql in source.views:  # views and triggers once the rows are in (no trigger fires on them)
-                conn.execute(sql)
-            conn.commit()
+            _fill_sqlite(conn, source, rows)
         finally:
             conn.close()
         return _replace_into(temporary, path)
@@ -194,6 +207,108 @@ class SqliteFiles:
 
         config = _read_only("reversed", "sqlite", path, timeout_s)
         return SqliteAdapter(config, bulk=True, reverse_scans=True)
+
+    def scratch(self, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]],
+                template: Any = None) -> Scratch:
+        return SqliteScratch(source, rows, template)
+
+    def template(self, source: Source) -> Any:
+        return sqlite_template(source)
+
+
+class SqliteScratch:
+    """A private in-memory SQLite database (no file until it is saved): the source's schema (from
+    ``template``, its serialized empty tables and indexes, where given: made once per search), the
+    rows (a refused one left out), the views and triggers; read through ``SqliteAdapter``."""
+
+    def __init__(self, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]],
+                 template: bytes | None = None) -> None:
+        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+        if template is not None:
+            self._conn.deserialize(template)
+        self._readers: list[Any] = []
+        _fill_sqlite(self._conn, source, rows, schema=template is None)
+
+    def _open(self, conn: sqlite3.Connection, reverse: bool) -> Any:
+        from nl2sql_assets.datasources.sqlite import SqliteAdapter
+
+        config = _read_only("reversed" if reverse else "candidate", "sqlite", Path("candidate"), TIMEOUT_S)
+        adapter = SqliteAdapter(config, bulk=True, reverse_scans=reverse, connection=conn)
+        self._readers.append(adapter)
+        return adapter
+
+    def adapter(self) -> Any:
+        return self._open(self._conn, False)
+
+    def reversed(self) -> Any:
+        """A copy of the database, every table read backwards (a copy: the reversing views are
+        the reader's own)."""
+        copy = sqlite3.connect(":memory:", check_same_thread=False)
+        copy.deserialize(self._conn.serialize())
+        return self._open(copy, True)
+
+    def save(self, path: Path) -> Path:
+        temporary = _temporary(path)
+        target = sqlite3.connect(temporary)
+        try:
+            self._conn.backup(target)
+        finally:
+            target.close()
+        return _replace_into(temporary, path)
+
+    def close(self) -> None:
+        for reader in self._readers:
+            reader.close()
+        self._conn.close()
+
+
+def sqlite_template(source: Source) -> bytes:
+    """``source``'s tables and indexes, empty, serialized: what each candidate database starts from."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for table in source.tables:
+            conn.execute(table.create_sql)
+        for sql in source.indexes:
+            conn.execute(sql)
+        conn.commit()
+        return conn.serialize()
+    finally:
+        conn.close()
+
+
+def _fill_sqlite(conn: sqlite3.Connection, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]],
+                 *, schema: bool = True) -> None:
+    """The source's tables and indexes (``schema``: False where ``conn`` has them already), rows
+    (each refused row left out) and views, into ``conn``."""
+    conn.execute("PRAGMA foreign_keys = ON")
+    if schema:
+        for table in source.tables:
+            conn.execute(table.create_sql)
+        for sql in source.indexes:  # a UNIQUE index refuses a row as the table's own keys do
+            conn.execute(sql)
+    for table in source.tables:
+        marks = ", ".join("?" for _ in table.columns)
+        insert = f"INSERT INTO {table.quoted} VALUES ({marks})"
+        batch = rows.get(table.name, ())
+        if not batch:
+            continue
+        conn.execute("SAVEPOINT batch")  # the whole batch at once; a row refused: again, one row at a time
+        try:
+            conn.executemany(insert, batch)
+            conn.execute("RELEASE batch")
+            continue
+        except sqlite3.IntegrityError:
+            pass
+        except sqlite3.OperationalError as exc:
+            if "foreign key mismatch" not in str(exc):
+                raise
+        conn.execute("ROLLBACK TO batch")
+        conn.execute("RELEASE batch")
+        for row in batch:
+            _insert_row(conn, insert, row)
+    for sql in source.views:  # views and triggers once the rows are in (no trigger fires on them)
+        conn.execute(sql)
+    conn.commit()
 
 
 def _insert_row(conn: sqlite3.Connection, insert: str, row: tuple[Any, ...]) -> None:
@@ -309,6 +424,43 @@ class DuckdbFiles:
         return _RemovedOnClose(DuckDBAdapter(config, bulk=True), folder)
 
 
+    def scratch(self, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]],
+                template: Any = None) -> Scratch:
+        return FileScratch(self, source, rows)
+
+    def template(self, source: Source) -> Any:
+        return None
+
+
+class FileScratch:
+    """A candidate database written to a temporary file (engines without a shared in-memory
+    database), removed on close unless saved."""
+
+    def __init__(self, files: NeighbourFormat, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+        self.files = files
+        self.folder = Path(tempfile.mkdtemp(prefix="nl2sql-scratch-"))
+        self.path = files.write(source, rows, self.folder / f"candidate{files.suffix}")
+        self._readers: list[Any] = []
+
+    def adapter(self) -> Any:
+        self._readers.append(self.files.open(self.path))
+        return self._readers[-1]
+
+    def reversed(self) -> Any:
+        self._readers.append(self.files.open_reversed(self.path))
+        return self._readers[-1]
+
+    def save(self, path: Path) -> Path:
+        temporary = _temporary(path)
+        shutil.copyfile(self.path, temporary)
+        return _replace_into(temporary, path)
+
+    def close(self) -> None:
+        for reader in self._readers:
+            reader.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 class _RemovedOnClose:
     """An adapter over a temporary file, whose folder goes when the adapter is closed."""
 
@@ -380,4 +532,33 @@ def shifted(value: Any, step: int) -> Any:
         return value + step
     if isinstance(value, dt.datetime | dt.date):
         return value + dt.timedelta(days=step)
+    return None
+
+
+def moment_of(literal: Any, kind: type) -> Any:
+    """A string literal read as the column's date or timestamp (None where it reads as neither)."""
+    if not isinstance(literal, str):
+        return None
+    try:
+        value = dt.datetime.fromisoformat(literal)
+    except ValueError:
+        return None
+    return value if kind is dt.datetime else value.date() if kind is dt.date else None
+
+
+def shape_of(text: str) -> str:
+    """'2003-01-01 00:00:00' -> '9999-99-99 99:99:99': what a column's values look like."""
+    return re.sub(r"[A-Za-z]", "a", re.sub(r"\d", "9", text))
+
+
+def in_format(literal: str, values: Sequence[str]) -> str | None:
+    """``literal`` as the column writes its values: as it is in a free-text column or where it has
+    their shape; completed from a value that starts with its shape (a date compared with a column
+    of datetimes becomes that datetime at midnight); None where it cannot be written that way."""
+    shapes = {shape_of(v) for v in values}
+    if len(shapes) != 1 or shape_of(literal) in shapes:
+        return literal
+    for value in values:
+        if shape_of(value).startswith(shape_of(literal)):
+            return literal + value[len(literal):]
     return None

@@ -15,16 +15,25 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import random
-import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from nl2sql_assets.evaluation.neighbours.formats import Column, Source, Table, format_of, pool_size, shifted
+from nl2sql_assets.evaluation.neighbours.formats import (
+    Column,
+    Source,
+    Table,
+    format_of,
+    in_format,
+    moment_of,
+    pool_size,
+    shifted,
+)
 
 #: Bumped whenever the same inputs could give other databases: part of what a neighbour's rows depend on.
-GENERATOR_VERSION = 3
+#: 4: targeted candidates built from the gold's own trees (``targeted_neighbours``) beside the drawn ones.
+GENERATOR_VERSION = 4
 #: The kinds of neighbour, dealt in turn: each leans on one way near-miss SQL is told apart.
 FLAVOURS = ("sample", "boundaries", "duplicates", "nulls", "tiny", "sample", "boundaries", "ties")
 
@@ -46,7 +55,7 @@ def _edges(values: Sequence[Any], column: Column, literals: Sequence[Any]) -> li
         return [int(v) for v in out] if column.integer else out
     if moments and len(moments) == len(present) and len({type(v) for v in moments}) == 1:
         kind = type(moments[0])
-        shown = [m for m in (_moment(v, kind) for v in literals) if m is not None]
+        shown = [m for m in (moment_of(v, kind) for v in literals) if m is not None]
         for v in [min(moments), max(moments), *shown]:
             out += [v, shifted(v, -1), shifted(v, 1)]
         return [v for v in out if min(moments) <= v <= max(moments)] if column.checked else out
@@ -54,40 +63,11 @@ def _edges(values: Sequence[Any], column: Column, literals: Sequence[Any]) -> li
     # a number compared with a text column is compared as text (SQLite's affinity): it and one either side
     spelled = [str(w) for v in literals if isinstance(v, int | float) and not isinstance(v, bool)
                for w in (v, shifted(v, -1), shifted(v, 1))]
-    out += [f for f in (_in_format(v, texts) for v in [*(v for v in literals if isinstance(v, str)), *spelled])
+    out += [f for f in (in_format(v, texts) for v in [*(v for v in literals if isinstance(v, str)), *spelled])
             if f is not None]
     out += [""] if not column.not_null and len(texts) == len(present) else []
     out += present[:1]
     return out
-
-
-def _moment(literal: Any, kind: type) -> Any:
-    """A string literal read as the column's date or timestamp (None where it reads as neither)."""
-    if not isinstance(literal, str):
-        return None
-    try:
-        value = dt.datetime.fromisoformat(literal)
-    except ValueError:
-        return None
-    return value if kind is dt.datetime else value.date() if kind is dt.date else None
-
-
-def _shape(text: str) -> str:
-    """'2003-01-01 00:00:00' -> '9999-99-99 99:99:99': what a column's values look like."""
-    return re.sub(r"[A-Za-z]", "a", re.sub(r"\d", "9", text))
-
-
-def _in_format(literal: str, values: Sequence[str]) -> str | None:
-    """``literal`` as the column writes its values: as it is in a free-text column or where it has
-    their shape; completed from a value that starts with its shape (a date compared with a column
-    of datetimes becomes that datetime at midnight); None where it cannot be written that way."""
-    shapes = {_shape(v) for v in values}
-    if len(shapes) != 1 or _shape(literal) in shapes:
-        return literal
-    for value in values:
-        if _shape(value).startswith(_shape(literal)):
-            return literal + value[len(literal):]
-    return None
 
 
 def _neighbour_rows(tables: list[Table], flavour: str, rng: random.Random, max_rows: int,
@@ -228,4 +208,35 @@ def gold_literals(sqls: Sequence[str], dialect: str = "sqlite") -> dict[str, lis
                 v = value(literal) if literal is not None else None
                 if v is not None and v not in out.setdefault(column.name.lower(), []):
                     out[column.name.lower()].append(v)
+    return out
+
+
+def targeted_neighbours(source: Path, folder: Path, sqls: Sequence[str], count: int, seed: int, *,
+                        start: int = 0, max_rows: int = 200, engine: str = "sqlite",
+                        read: Source | None = None) -> list[Path]:
+    """Up to ``count`` candidate neighbours built for what the gold queries ``sqls`` lean on
+    (``targeted``): for each threshold on an aggregate, a group of exactly that size or one either
+    side (the table's row cap does not apply to it); for each join, rows without a partner; ties at
+    each LIMIT's cut; repeated values where DISTINCT, COUNT(DISTINCT) or GROUP BY reach; NULLs where
+    a predicate reads. Golds are dealt round the candidates, each candidate built for its golds
+    together; files are numbered from ``start`` (after the drawn candidates)."""
+    from nl2sql_assets.evaluation.neighbours.focus import focus_of, merged
+    from nl2sql_assets.evaluation.neighbours.targeted import build, ordered
+
+    files = format_of(engine)
+    foci = [f for f in (focus_of(sql, files.dialect) for sql in sqls) if f is not None and f.targets]
+    made = min(count, len(foci))
+    if not made:
+        return []
+    tables = read if read is not None else files.read(source, max_rows)
+    out = []
+    for j in range(made):
+        focus = merged(foci[j::made])
+        rng = random.Random(f"{GENERATOR_VERSION}:{seed}:targeted:{j}")
+        rows = build(tables, focus, rng, ordered(focus.targets))
+        target = folder / f"neighbour_{start + j:02d}{files.suffix}"
+        if target.exists():
+            target.chmod(0o644)
+            target.unlink()
+        out.append(files.write(tables, rows, target))
     return out

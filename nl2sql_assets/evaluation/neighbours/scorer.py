@@ -7,13 +7,16 @@ kept neighbour of its datasource and must match the gold (or a reviewed alternat
 The original's verdict is result_match's; a case that fails there is not this scorer's to fail
 again (it does not apply, and counts as not robust in the summary). So the case passes only where
 it matches on the original and on every neighbour, and the board shows the neighbour-robust rate
-beside the original's.
+beside the original's. A pass that holds on every kept neighbour is searched for a witness
+(``witness``: the budget per pass, evals.yaml's ``neighbours: witness``); a witness found fails it as
+``fails_on_witness``, the database kept in the set's ``witnesses/`` folder.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
@@ -22,10 +25,9 @@ from nl2sql_assets.config import StrictModel
 from nl2sql_assets.evaluation.judging.scorers.base import CaseRun, Score, Scored, ScorerSummary
 from nl2sql_assets.evaluation.judging.scorers.result_match import ResultMatch
 from nl2sql_assets.evaluation.judging.stats import Rate, rate_cell
-from nl2sql_assets.evaluation.neighbours.verdict import FAILS_ON_NEIGHBOUR
+from nl2sql_assets.evaluation.neighbours.verdict import FAILS_ON_NEIGHBOUR, FAILS_ON_WITNESS
+from nl2sql_assets.evaluation.neighbours.witness import FOLDER as WITNESS_FOLDER
 
-#: rows of an overturned pass's evidence kept in its record, each side
-EVIDENCE_ROWS = 20
 #: what a case's detail says when the scorer did not grade it on neighbours, and why
 FAILS_ON_ORIGINAL = "fails_on_original"
 NO_SQL = "no_sql"
@@ -33,9 +35,12 @@ NO_SQL = "no_sql"
 
 class NeighbourMatchConfig(StrictModel):
     """The kept neighbour sets, by datasource: each the folder ``neighbours.store`` keeps it in
-    (the runner fills it in before the run; a worker process reads the same folders back)."""
+    (the runner fills it in before the run; a worker process reads the same folders back), the
+    database each was made of, and the witness search's budget per pass (0: no search)."""
 
     sets: dict[str, str] = Field(default_factory=dict)
+    sources: dict[str, str] = Field(default_factory=dict)
+    witness: int = 0
 
 
 class NeighbourDetail(StrictModel):
@@ -45,11 +50,14 @@ class NeighbourDetail(StrictModel):
     reason: str
     message: str
     neighbours: int = 0
-    neighbour: str | None = None  # the neighbour file that overturned it
+    neighbour: str | None = None  # the neighbour file that overturned it (``witnesses/...``: a witness)
+    #: the kinds of edit between the prediction and the gold the witness search was led by
+    difference: list[str] = Field(default_factory=list)
     #: the set's key: the file lies in the project's warehouse/neighbours/<datasource>/<key>/
     neighbour_set: str | None = None
     gold_rows: list[list[Any]] | None = None
     predicted_rows: list[list[Any]] | None = None
+    rows_from: int = 1  # the number of the first row shown of each (where the two differ)
 
 
 class Overturned(StrictModel):
@@ -69,15 +77,22 @@ class NeighbourSummary(ScorerSummary):
     fails_on_original: int = 0
     unchecked: int = 0  # passed on the original, but the engine gave no SQL to run elsewhere
 
+    @property
+    def by_witness(self) -> int:
+        return sum(1 for o in self.overturned if o.neighbour.startswith(f"{WITNESS_FOLDER}/"))
+
     def metrics(self) -> dict[str, float]:
-        out = {"neighbour_overturned": float(len(self.overturned))}
+        out = {"neighbour_overturned": float(len(self.overturned)), "witness_overturned": float(self.by_witness)}
         if self.robust.rate is not None:
             out["neighbour_robust_accuracy"] = self.robust.rate
         return out
 
+    def _witnessed(self) -> str:
+        return f" ({self.by_witness} by a witness the search found)" if self.by_witness else ""
+
     def text(self) -> str:
         return (f"on neighbours {self.robust.count_text()}, {len(self.overturned)} pass(es) overturned"
-                + (f", {self.unchecked} without SQL to check" if self.unchecked else ""))
+                + self._witnessed() + (f", {self.unchecked} without SQL to check" if self.unchecked else ""))
 
     def beside_accuracy(self) -> str:
         return self.text()
@@ -86,7 +101,7 @@ class NeighbourSummary(ScorerSummary):
         shown = ", ".join(f"{o.case}@{o.role} (neighbour {o.neighbour})" for o in self.overturned[:10])
         more = f" and {len(self.overturned) - 10} more" if len(self.overturned) > 10 else ""
         return (f"On neighbour databases: {rate_cell(self.robust)} of {self.questions} question runs match on the "
-                f"original and every kept neighbour; {len(self.overturned)} pass(es) overturned"
+                f"original and every kept neighbour; {len(self.overturned)} pass(es) overturned{self._witnessed()}"
                 + (f": {shown}{more}" if shown else "") + ".")
 
     def cell(self) -> str:
@@ -100,8 +115,11 @@ class NeighbourMatch:
     summary_model: ClassVar[type[ScorerSummary]] = NeighbourSummary
     modes: ClassVar[frozenset[str]] = frozenset({"full", "plans"})
 
-    def __init__(self, sets: dict[str, str] | None = None) -> None:
+    def __init__(self, sets: dict[str, str] | None = None, sources: dict[str, str] | None = None,
+                 witness: int = 0) -> None:
         self.folders = dict(sets or {})
+        self.sources = dict(sources or {})
+        self.witness = witness
         self._sets: dict[str, Any] = {}
         self._judges: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -109,7 +127,7 @@ class NeighbourMatch:
     @classmethod
     def from_config(cls, cfg: BaseModel) -> NeighbourMatch:
         assert isinstance(cfg, NeighbourMatchConfig)
-        return cls(cfg.sets)
+        return cls(cfg.sets, cfg.sources, cfg.witness)
 
     def _judge(self, datasource: str) -> tuple[Any, Any] | None:
         """The datasource's set and its judge (read on first use), or None without a set."""
@@ -120,7 +138,9 @@ class NeighbourMatch:
                 from nl2sql_assets.evaluation.neighbours.store import sets_of_folders
 
                 kept = sets_of_folders({datasource: self.folders[datasource]})[datasource]
-                self._sets[datasource], self._judges[datasource] = kept, kept.judge()
+                if datasource in self.sources:
+                    kept.source = Path(self.sources[datasource])
+                self._sets[datasource], self._judges[datasource] = kept, kept.judge(self.witness)
             return self._sets[datasource], self._judges[datasource]
 
     def score(self, run: CaseRun) -> Score:
@@ -147,12 +167,17 @@ class NeighbourMatch:
             detail = NeighbourDetail(reason="match", neighbours=count, neighbour_set=kept.manifest.key,
                                      message=f"matches on the original and on {count} neighbour(s)")
             return Score(value=1.0, passed=True, detail=detail.model_dump())
-        where = kept.paths[outcome.neighbour or 0]
+        if outcome.by_witness:
+            name = f"{WITNESS_FOLDER}/{outcome.witness.name}" if outcome.witness else WITNESS_FOLDER
+            message = (f"passes on the original and on {count} neighbour(s), fails on a witness database the search "
+                       f"built for where it differs from the gold ({', '.join(outcome.kinds)}): {name}")
+        else:
+            name = kept.paths[outcome.neighbour or 0].name
+            message = f"passes on the original, fails on neighbour {name} of {count}"
         detail = NeighbourDetail(
-            reason=FAILS_ON_NEIGHBOUR, neighbours=count, neighbour=where.name, neighbour_set=kept.manifest.key,
-            message=f"passes on the original, fails on neighbour {where.name} of {count}",
-            gold_rows=(outcome.gold_rows or [])[:EVIDENCE_ROWS],
-            predicted_rows=None if outcome.predicted_rows is None else outcome.predicted_rows[:EVIDENCE_ROWS])
+            reason=outcome.reason or FAILS_ON_NEIGHBOUR, neighbours=count, neighbour=name,
+            neighbour_set=kept.manifest.key, message=message, difference=list(outcome.kinds),
+            gold_rows=outcome.gold_rows or [], predicted_rows=outcome.predicted_rows, rows_from=outcome.rows_from)
         return Score(value=0.0, passed=False, detail=detail.model_dump())
 
     def close(self) -> None:
@@ -170,7 +195,7 @@ class NeighbourMatch:
         robust = [s for s in graded if s.score.passed]
         overturned = [Overturned(case=s.case_id, role=s.role, pass_index=s.pass_index,
                                  neighbour=str(s.score.detail.get("neighbour")))
-                      for s in graded if s.score.detail.get("reason") == FAILS_ON_NEIGHBOUR]
+                      for s in graded if s.score.detail.get("reason") in (FAILS_ON_NEIGHBOUR, FAILS_ON_WITNESS)]
         unchecked = sum(1 for s in graded if s.score.detail.get("reason") == NO_SQL)
         questions = len(graded) - unchecked
         return NeighbourSummary(

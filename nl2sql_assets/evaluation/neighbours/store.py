@@ -34,10 +34,16 @@ from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.judging.comparison import COMPARATOR_VERSION, compare_results
 from nl2sql_assets.evaluation.neighbours.distill import Distillation, GoldQuery, distill, distinct_golds
 from nl2sql_assets.evaluation.neighbours.formats import FORMATS, format_of
-from nl2sql_assets.evaluation.neighbours.generate import GENERATOR_VERSION, generate_neighbours, gold_literals
+from nl2sql_assets.evaluation.neighbours.generate import (
+    GENERATOR_VERSION,
+    generate_neighbours,
+    gold_literals,
+    targeted_neighbours,
+)
 
 if TYPE_CHECKING:
     from nl2sql_assets.evaluation.neighbours.verdict import NeighbourJudge
+    from nl2sql_assets.evaluation.neighbours.witness import WitnessSearch
     from nl2sql_assets.evaluation.suites import EvalCase, EvalSuite
 
 MANIFEST = "manifest.json"
@@ -120,6 +126,8 @@ class KeptSet:
     home: Path
     #: read back as stored (its inputs unchanged), not made by this call
     reused: bool = False
+    #: the database the set was made of (the witness search builds its candidates from it)
+    source: Path | None = None
 
     @property
     def paths(self) -> list[Path]:
@@ -140,10 +148,22 @@ class KeptSet:
                             "and it is made again") from None
         return {digest: GoldOnNeighbours.model_validate(item) for digest, item in data.items()}
 
-    def judge(self) -> NeighbourJudge:
+    def judge(self, witness: int = 0) -> NeighbourJudge:
+        """The judge of this set; ``witness``: candidates the witness search tries per pass that
+        holds on every kept neighbour (0, or no source known: no search)."""
         from nl2sql_assets.evaluation.neighbours.verdict import NeighbourJudge
 
-        return NeighbourJudge(self.paths, self.engine, {d: g.rows for d, g in self.golds.items()})
+        return NeighbourJudge(self.paths, self.engine, {d: g.rows for d, g in self.golds.items()},
+                              witness=self.witness_search(witness))
+
+    def witness_search(self, candidates: int) -> WitnessSearch | None:
+        """The witness search on this set's datasource, its outcomes kept in ``witnesses/``."""
+        if candidates <= 0 or self.source is None:
+            return None
+        from nl2sql_assets.evaluation.neighbours.witness import FOLDER, WitnessSearch
+
+        return WitnessSearch(self.source, self.engine, candidates=candidates, seed=self.manifest.seed,
+                             evidence=self.home / FOLDER, max_rows=self.manifest.max_rows)
 
 
 def file_digest(path: Path) -> str:
@@ -158,7 +178,7 @@ def set_key(source: Path, golds: Sequence[GoldQuery], settings: NeighbourSetting
     """The digest of everything a set's files depend on."""
     described = {
         "generator": GENERATOR_VERSION, "comparator": COMPARATOR_VERSION, "engine": engine,
-        **settings.identity(), "database": file_digest(source),
+        **settings.set_identity(), "database": file_digest(source),
         "golds": sorted(g.digest for g in distinct_golds(golds)),
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:20]
@@ -194,9 +214,12 @@ def neighbour_set(datasource: DatasourceConfig, golds: Sequence[GoldQuery], fold
     home = folder / datasource.id / key
     stored = read_set(home)
     if stored is not None:
+        stored.source = source
         return stored
     try:
-        return _build(datasource, golds, folder, home, key, settings, workers)
+        built = _build(datasource, golds, folder, home, key, settings, workers)
+        built.source = source
+        return built
     except (sqlite3.DatabaseError, duckdb_errors()) as exc:  # not a database, or a damaged one
         hint = " (run `nl2sql-assets data` for the demo's databases)" if "not a database" in str(exc) else ""
         raise UserError(f"datasource {datasource.id!r}: cannot make neighbours of {source}: {exc}{hint}") from None
@@ -221,6 +244,9 @@ def _build(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Pat
         pool = generate_neighbours(source, work / "candidates", settings.candidates, settings.seed,
                                    max_rows=settings.max_rows, engine=datasource.engine, workers=workers,
                                    literals=gold_literals([g.sql for g in golds], dialect=files.dialect))
+        pool += targeted_neighbours(source, work / "candidates", [g.sql for g in golds], settings.candidates,
+                                    settings.seed, start=len(pool), max_rows=settings.max_rows,
+                                    engine=datasource.engine)
         generated = time.perf_counter()
         result = distill(golds, source, pool, settings.count, datasource.engine, workers=workers)
         distilled = time.perf_counter()

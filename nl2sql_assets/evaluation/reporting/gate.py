@@ -146,23 +146,37 @@ def _series_break(run: Baseline, base: Baseline) -> str | None:
     if get_mode(run.mode).uses_curated and run.curated != base.curated:
         return (f"curated answers differ: {'on' if base.curated else 'off'} in baseline {base.label}, "
                 f"{'on' if run.curated else 'off'} in the run")
-    if (run.neighbours is not None and base.neighbours is not None and run.neighbours[:-1] == base.neighbours[:-1]
-            and run.neighbours[-1] != base.neighbours[-1]):
-        return (f"another neighbour generator version: baseline {base.label} was graded on neighbours made by "
-                f"generator version {base.neighbours[-1]}, the run by version {run.neighbours[-1]}. Re-record the "
-                "baseline: run the same evaluation with this version and `nl2sql-assets eval publish` its report")
+    for index, what in ((4, "neighbour generator"), (6, "witness search")):
+        if (run.neighbours is not None and base.neighbours is not None
+                and _without(run.neighbours, index) == _without(base.neighbours, index)
+                and _at(run.neighbours, index) != _at(base.neighbours, index)):
+            return (f"another {what} version: baseline {base.label} was graded under {what} version "
+                    f"{_at(base.neighbours, index)}, the run under version {_at(run.neighbours, index)}. Re-record "
+                    "the baseline: run the same evaluation with this version and `nl2sql-assets eval publish` its "
+                    "report")
     if run.neighbours != base.neighbours:
         return (f"other neighbour databases: baseline {base.label} was graded on {_neighbours(base.neighbours)}, "
                 f"the run on {_neighbours(run.neighbours)}")
     return None
 
 
+def _at(series: tuple[Any, ...], index: int) -> Any:
+    return series[index] if index < len(series) else None
+
+
+def _without(series: tuple[Any, ...], index: int) -> tuple[Any, ...]:
+    return series[:index] + series[index + 1:]
+
+
 def _neighbours(series: tuple[Any, ...] | None) -> str:
+    """A neighbour series (``NeighbourRun.series``) in words."""
     if series is None:
         return "none"
-    count, seed, candidates, max_rows, generator = series
+    count, seed, candidates, max_rows, generator = series[:5]
+    witness = _at(series, 5) or 0
+    search = f", witness search {witness} candidates a pass" if witness else ", no witness search"
     return (f"K {count}, seed {seed} ({candidates} candidates, {max_rows} rows a table, generator "
-            f"version {generator})")
+            f"version {generator}{search})")
 
 
 def _execution(record: CaseRecord) -> str | None:

@@ -230,6 +230,9 @@ class NeighbourRun(StrictModel):
     candidates: int
     max_rows: int
     generator_version: int
+    #: candidates the witness search tried per pass (0: none; runs before the search had none)
+    witness: int = 0
+    witness_version: int | None = None
     sets: list[NeighbourSetRef] = Field(default_factory=list)
     #: datasources of the run graded on the original database only: servers, whose neighbour
     #: databases are not made yet
@@ -237,7 +240,8 @@ class NeighbourRun(StrictModel):
 
     def series(self) -> tuple[Any, ...]:
         """What two runs must share for their neighbour-robust verdicts to compare."""
-        return (self.count, self.seed, self.candidates, self.max_rows, self.generator_version)
+        return (self.count, self.seed, self.candidates, self.max_rows, self.generator_version, self.witness,
+                self.witness_version if self.witness else None)
 
 
 class RunFacts(StrictModel):

@@ -771,8 +771,10 @@ def _neighbours(request: RunRequest, mode: Mode, config: ProjectConfig, loaded: 
     wanted = {rr.case.datasources[0] for rr in runs if rr.case.kind == "answer" and len(rr.case.datasources) == 1}
     sets = project_sets(config, project_suites(config, [(name, suite) for name, _, suite in loaded]), settings,
                         neighbours_dir(config.root), datasources=wanted)
+    from nl2sql_assets.evaluation.neighbours.witness import WITNESS_VERSION
+
     run = NeighbourRun(
-        **settings.identity(), generator_version=GENERATOR_VERSION,
+        **settings.identity(), generator_version=GENERATOR_VERSION, witness_version=WITNESS_VERSION,
         sets=[NeighbourSetRef(datasource=ds, key=kept.manifest.key, kept=len(kept.manifest.kept),
                               separated=kept.manifest.separated, separable=kept.manifest.separable,
                               possibly_equivalent=kept.manifest.possibly_equivalent)
@@ -784,7 +786,9 @@ def _neighbours(request: RunRequest, mode: Mode, config: ProjectConfig, loaded: 
         for name, _, suite in loaded:
             flags = audit_suite(config, name, suite, settings, sets=sets).flags
             audit += [f for f in flags if (name, f.case) in selected]
-    return run, {NEIGHBOUR_SCORER: {"sets": {ds: str(kept.home) for ds, kept in sets.items()}}}, audit
+    return run, {NEIGHBOUR_SCORER: {"sets": {ds: str(kept.home) for ds, kept in sets.items()},
+                                     "sources": {ds: str(kept.source) for ds, kept in sets.items() if kept.source},
+                                     "witness": settings.witness}}, audit
 
 
 # ---------------------------------------------------------------- the entry points

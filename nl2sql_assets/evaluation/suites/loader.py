@@ -28,17 +28,40 @@ def case_location(suite: EvalSuite, case_id: str, field: str = "sql", name: str 
     """``FILE, line N: case ID`` for a case of a loaded suite (the line of its ``field``, else of
     the case), or ``suite NAME, case ID`` for a suite built in code: what a message about one case
     of a suite starts with, so a reader goes straight to it."""
-    index = next((i for i, c in enumerate(suite.cases) if c.id == case_id), None)
     path = suite.path
-    if path is None or index is None:
+    if path is None:
         return f"suite {name or suite.name or '?'}, case {case_id!r}"
-    from nl2sql_assets.yamlio import line_of
-
-    try:
-        line = line_of(path.read_text(encoding="utf-8-sig"), ["cases", index, field])
-    except OSError:
-        line = None
+    locator, indexes = _located(suite, path)
+    index = indexes.get(case_id)
+    if index is None:
+        return f"suite {name or suite.name or '?'}, case {case_id!r}"
+    line = locator.line(["cases", index, field]) if locator is not None else None
     return f"{path}{f', line {line}' if line else ''}: case {case_id!r}"
+
+
+#: the last suite files located: (path, size, mtime) -> the file's locator (composed once, on the first
+#: line asked) and each case's index; a message per case of a suite of thousands reads the file once
+_LOCATED: dict[tuple[str, int, int], tuple[YamlLocator | None, dict[str, int]]] = {}
+
+
+def _located(suite: EvalSuite, path: Path) -> tuple[YamlLocator | None, dict[str, int]]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None, {c.id: i for i, c in enumerate(suite.cases)}
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _LOCATED:
+        try:
+            locator: YamlLocator | None = YamlLocator(path.read_text(encoding="utf-8-sig"))
+        except OSError:
+            locator = None
+        if len(_LOCATED) >= 8:
+            _LOCATED.pop(next(iter(_LOCATED)))
+        indexes: dict[str, int] = {}
+        for i, c in enumerate(suite.cases):
+            indexes.setdefault(c.id, i)
+        _LOCATED[key] = (locator, indexes)
+    return _LOCATED[key]
 
 
 # ---------------------------------------------------------------- loading

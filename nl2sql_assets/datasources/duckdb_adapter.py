@@ -44,11 +44,15 @@ class DuckDBAdapter:
     engine = "duckdb"
     dialect = "duckdb"
 
-    def __init__(self, cfg: DatasourceConfig, *, bulk: bool = False) -> None:
+    def __init__(self, cfg: DatasourceConfig, *, bulk: bool = False,
+                 connection: duckdb.DuckDBPyConnection | None = None, borrowed: bool = False) -> None:
         """``bulk`` (neighbour databases: thousands of statements on small files) leaves the
         statement to DuckDB's own checks, which are the deepest layer anyway: exactly one SELECT-type
         statement (its own parser), a read-only connection, no external access, the configuration
-        locked. The sqlglot guard it skips costs about as much as the query itself there."""
+        locked. The sqlglot guard it skips costs about as much as the query itself there.
+        ``connection``: an in-memory database its builder hands over (the witness search's
+        candidates), its external access off and its configuration locked; only reads run on it
+        (``borrowed``: its builder closes it, not the adapter)."""
         self.id = cfg.id
         self._check = (lambda sql: sql.rstrip().rstrip(";").rstrip()) if bulk else (
             lambda sql: check_read_only(sql, self.dialect))
@@ -56,7 +60,10 @@ class DuckDBAdapter:
         self.row_limit = cfg.row_limit
         self.timeout_s = cfg.timeout_s
         self._lock = threading.Lock()
-        self._conn: duckdb.DuckDBPyConnection | None = None
+        self._conn: duckdb.DuckDBPyConnection | None = connection
+        self._borrowed = borrowed
+        if connection is not None:
+            return
         if not self.path.is_file():
             raise DatasourceError(f"datasource {self.id!r}: DuckDB file not found: {self.path} (its path in "
                                   "nl2sql.yaml; the demo's databases are made by `nl2sql-assets data`)")
@@ -183,9 +190,9 @@ class DuckDBAdapter:
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None:
+            if self._conn is not None and not self._borrowed:
                 self._conn.close()
-                self._conn = None
+            self._conn = None
 
 
 class DuckdbSchemaCopy:

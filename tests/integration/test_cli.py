@@ -656,16 +656,6 @@ def test_configs_add_registers_a_partition_and_writes_no_secret(
         assert not (demo_project / "configs" / f"{reserved}.yaml").exists()
 
 
-@pytest.mark.parametrize("argv", [["configs", "list"], ["pipeline", "run"]])
-def test_dagster_commands_without_dagster_home_exit_2(
-    argv: list[str], demo_project: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., tuple[int, str, str]]
-) -> None:
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    code, _, err = cli("--config", demo_project / "nl2sql.yaml", *argv)
-    assert code == 2
-    assert "DAGSTER_HOME is not set" in err
-
-
 def test_pipeline_run_without_chinook_says_what_to_do_and_starts_no_run(
     demo_project: Path, dagster_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     cli: Callable[..., tuple[int, str, str]]

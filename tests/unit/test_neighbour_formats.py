@@ -173,3 +173,51 @@ def test_a_reversed_scan_shows_a_result_that_leans_on_the_physical_order(engine:
         backwards.close()
     if engine == "duckdb":
         assert not backwards.folder.exists()  # the reversed copy is gone with its adapter
+
+
+def test_a_gold_whose_result_is_nan_is_stored_as_nan_and_an_equal_prediction_holds(duck_shop: Path,
+                                                                                     tmp_path: Path) -> None:
+    """Each gold's rows on the kept neighbours are stored and read back: a NaN (0.0 / 0.0 on a
+    neighbour with no purchases) must come back as NaN, not NULL, or the same SQL would be taken
+    back on that neighbour."""
+    import math
+
+    from nl2sql_assets.config import DatasourceConfig, NeighbourSettings
+    from nl2sql_assets.evaluation.neighbours.store import neighbour_set
+
+    sql = "SELECT ROUND(SUM(amount) / COUNT(amount), 2) AS average, 'NaN'::DOUBLE AS nothing FROM purchase"
+    gold = GoldQuery("shop/nan", sql)
+    datasource = DatasourceConfig(id="shop", engine="duckdb", path=duck_shop)
+    kept = neighbour_set(datasource, [gold], tmp_path / "sets", NeighbourSettings(count=4, candidates=8, witness=0))
+    stored = kept.golds[gold.digest].rows
+    assert stored and all(rows is not None for rows in stored)
+    assert any(math.isnan(rows[0][0][1]) for rows in stored if rows)  # NaN read back as NaN
+    with kept.judge() as judge:
+        same = judge.overturn(gold, sql.replace("AS average", "AS avg_amount"))
+    assert same.passed, (same.neighbour, same.gold_rows, same.predicted_rows)
+
+
+@pytest.mark.parametrize(("near", "kinds"), [
+    ("SELECT name FROM customer WHERE age >= 30", {"comparison"}),  # no age sits on 30 in the shop
+    ("SELECT c.name, COUNT(p.id) FROM customer c LEFT JOIN purchase p ON p.customer_id = c.id GROUP BY c.id, c.name",
+     {"join"}),  # every customer has a purchase in the shop
+])
+def test_the_witness_search_works_on_duckdb_too(duck_shop: Path, tmp_path: Path, near: str, kinds: set[str]) -> None:
+    from nl2sql_assets.evaluation.neighbours.verdict import neighbour_verdict
+    from nl2sql_assets.evaluation.neighbours.witness import WitnessSearch
+
+    gold_sql = near.replace(">=", ">").replace("LEFT JOIN", "JOIN")
+    gold = GoldQuery("shop/q", gold_sql)
+    assert neighbour_verdict(gold, near, duck_shop, [], engine="duckdb").passed  # the shop hides the difference
+    search = WitnessSearch(duck_shop, "duckdb", candidates=32, evidence=tmp_path / "witnesses")
+    verdict = neighbour_verdict(gold, near, duck_shop, [], engine="duckdb", witness=search)
+    assert verdict.by_witness and verdict.witness is not None and verdict.witness.suffix == ".duckdb"
+    assert kinds <= set(verdict.kinds)
+    adapter = FORMATS["duckdb"].open(verdict.witness)  # the kept file shows the difference
+    try:
+        assert adapter.execute(gold_sql).rows != adapter.execute(near).rows
+    finally:
+        adapter.close()
+    same = neighbour_verdict(gold, gold_sql.replace("SELECT name", "SELECT name AS who"), duck_shop, [],
+                             engine="duckdb", witness=search)
+    assert same.passed

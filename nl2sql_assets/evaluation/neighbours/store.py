@@ -272,7 +272,9 @@ def _build(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Pat
             possibly_equivalent_by_rule=dict(sorted(by_rule.items())),
             seconds=round(time.perf_counter() - started, 3), generation_s=round(generated - started, 3),
             distillation_s=round(distilled - generated, 3))
-        sidecar = {g.digest: _gold_on_set(g, result).model_dump(mode="json") for g in golds}
+        # python mode, written by json: NaN and the infinities stay themselves (JSON mode makes them
+        # null, and a gold's NaN read back as NULL would tell every prediction apart from it)
+        sidecar = {g.digest: _gold_on_set(g, result).model_dump() for g in golds}
         (built / GOLDS).write_text(json.dumps(sidecar, default=str, separators=(",", ":")) + "\n", encoding="utf-8")
         (built / MANIFEST).write_text(manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
         other = read_set(home)

@@ -11,6 +11,10 @@ class UserError(Exception):
     """Bad input: the message says which file, case or field, and what to do."""
 
 
+class UsageError(UserError):
+    """A problem with the command line itself: reported on stderr, exit 2."""
+
+
 class RunRefused(UserError, RuntimeError):
     """A run or a seeding cannot start as asked (mode full without a cost cap, a case without a
     plan in mode plans, an llm section given to a mode that runs no model, a reviewed suite as

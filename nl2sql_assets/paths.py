@@ -46,9 +46,9 @@ def packaged_suites_dir() -> Path:
 
 
 def instance_settings_file() -> Path:
-    """The project's Dagster instance settings: ``nl2sql_assets/instance/dagster.yaml`` in a wheel,
-    ``scripts/dagster.yaml`` of a checkout (the same file; the wheel build copies it in)."""
-    inside = PACKAGE_DIR / "instance" / "dagster.yaml"
+    """The project's Dagster instance settings: ``nl2sql_assets/dagster_settings/dagster.yaml`` in a
+    wheel, ``scripts/dagster.yaml`` of a checkout (the same file; the wheel build copies it in)."""
+    inside = PACKAGE_DIR / "dagster_settings" / "dagster.yaml"
     return inside if inside.is_file() else PACKAGE_DIR.parent / "scripts" / "dagster.yaml"
 
 

@@ -84,8 +84,20 @@ def check_views(chrome: Any, data: DashboardData, suite: str = "", role: str = "
     assert len(chrome.find_elements("css selector", "#pair-gained details.case")) == gained
     pairs = {(r.suite, r.config) for r in runs}
     assert len(chrome.find_elements("css selector", "#cost-table tr.cost-row")) == len(pairs)
-    assert chrome.find_elements("css selector", "#reasons-domain .main-svg")
-    assert chrome.find_elements("css selector", "#reasons-difficulty .main-svg")
+    latest = {(r.suite, r.config): r for r in runs}  # oldest first: the last of each pair stays
+    spent = any((r.cost_usd > 0 or r.unpriced_calls > 0) and any(r.strict[n] == "p" for n in cases)
+                for r in latest.values())
+    # a chart only where there is something to see; else one sentence in its place
+    if spent:
+        assert chrome.find_elements("css selector", "#cost-chart .main-svg")
+    else:
+        assert not chrome.find_elements("css selector", "#cost-chart .main-svg")
+        assert text(chrome, "cost-chart").startswith("Nothing was spent in these runs")
+    failures = sum(1 for n in cases if runs[-1].strict[n] == "f")
+    for dim in ("domain", "difficulty"):
+        assert bool(chrome.find_elements("css selector", f"#reasons-{dim} .main-svg")) == (failures > 0)
+    if not failures:
+        assert text(chrome, "reasons-domain") == "No case failed in run B: no reason to chart."
     overturned = sum(1 for r in runs if r.robust for n in cases if r.strict[n] == "p" and r.robust[n] == "f")
     assert text(chrome, "neighbours-count") == f"{overturned} pass(es) overturned on a neighbour database"
     flags = [f for f in data.audit if not suite or f.suite == suite]

@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -207,6 +208,9 @@ def test_a_broken_plan_is_a_regression_exit_1(
                          "--out", out_file)
     assert code == 1, err
     assert "plans: execution accuracy 66.7% (4/6" in out
+    # the one-line summary gives the lenient reading beside the strict one, each with its interval
+    assert re.search(r"plans: execution accuracy 66\.7% \(4/6, 95% CI [^)]+\); lenient \d+\.\d% \(\d/6, 95% CI "
+                     r"[^)]+\); overall", out), out
     assert "gate [plans/execution]: lost 2 ['chinook_001@admin', 'chinook_001@analyst'], gained 0 []" in out
     assert "REGRESSION: config plans (execution): 2 case(s) went from pass to fail" in err
     assert "chinook_001@admin, chinook_001@analyst" in err
@@ -692,8 +696,13 @@ def test_pipeline_run_materialises_the_key_free_evaluation(
     shutil.copytree(Path(__file__).resolve().parents[2] / "benchmarks", demo_project / "benchmarks")
     code, out, err = cli("--config", demo_project / "nl2sql.yaml", "pipeline", "run")
     assert code == 0, out + err
-    assert "scoreboard chinook/plans: execution accuracy 100.0%" in out
-    assert "141 case runs" in out
+    # each suite's line says what its cases measure, in words a reader takes at face value
+    assert "scoreboard chinook/plans: execution accuracy 100.0% (141/141, 95% CI " in out
+    assert re.search(r"scoreboard chinook/plans: [^\n]*; lenient 100\.0% \(141/141", out), out
+    assert re.search(r"scoreboard chinook_policy/plans: no question runs;[^\n]* policy precision 100\.0%, recall "
+                     r"100\.0% \(TP \d+, FP 0, FN 0", out), out
+    assert "scoreboard chinook_clarify/retrieval: no case of this suite runs in mode retrieval" in out, out
+    assert "n/a" not in "\n".join(line for line in out.splitlines() if line.startswith("scoreboard ")), out
     for suite in ("chinook", "chinook_policy", "chinook_clarify"):
         for config in ("plans", "retrieval"):
             assert f"check passed: {suite}/scoreboards[{config}]:regression_gate" in out

@@ -85,3 +85,20 @@ def test_near_misses_that_pass_on_the_original_are_overturned_with_evidence(demo
     gold_part = shown.split("\ngold: ")[1].split("\nprediction: ")[0]
     assert gold_part.startswith(f"{len(by_id[key].neighbour_gold_rows or [])} row(s)") or \
         len(by_id[key].neighbour_gold_rows or []) == 20  # the report keeps 20 rows of evidence at most
+
+
+def test_eval_grade_takes_the_same_neighbour_options_as_eval_run(demo_project: Path, tmp_path: Path) -> None:
+    """The demo's evals.yaml sets neighbours: eval grade follows it as eval run does, and
+    --no-neighbours turns it off (it was an unknown argument); a neighbour option beside it is refused."""
+    suite_path = demo_project / "suites" / "chinook.yaml"
+    predicted = tmp_path / "predictions.json"
+    predicted.write_text(json.dumps({c.id: c.sql for c in load_suite(suite_path).cases if c.sql}), encoding="utf-8")
+    argv = ["--config", demo_project / "nl2sql.yaml", "eval", "grade", predicted, "--suite", suite_path]
+    code, out = _run(*argv)
+    assert code == 0 and "\non neighbours (chinook " in out, out
+    code, out = _run(*argv, "--no-neighbours")
+    assert code == 0 and "on neighbours" not in out, out
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code, _ = _run(*argv, "--no-neighbours", "--neighbours", 5)
+    assert code == 2 and "ask opposite things" in err.getvalue()

@@ -25,9 +25,9 @@ from nl2sql_assets.cli import main
 from nl2sql_assets.evaluation.grading import GradeReport
 from nl2sql_assets.evaluation.judging.comparison import compare_results
 from nl2sql_assets.evaluation.neighbours import GoldQuery
-from nl2sql_assets.evaluation.neighbours.audit import tie_probe, unbroken_tie
 from nl2sql_assets.evaluation.neighbours.distill import rows_or_none
 from nl2sql_assets.evaluation.neighbours.formats import format_of
+from nl2sql_assets.evaluation.neighbours.ties import tie_probe, unbroken_tie
 from nl2sql_assets.evaluation.neighbours.verdict import neighbour_verdict
 from nl2sql_assets.evaluation.neighbours.witness import WitnessRecord, WitnessSearch
 from nl2sql_assets.evaluation.suites import load_suite
@@ -260,6 +260,7 @@ def test_eval_run_takes_a_pass_back_on_a_witness_and_the_record_and_dashboard_ca
     assert code == 0, out
     ((_, record),) = list(iter_records(demo_project / "benchmarks"))
     assert record.neighbours == report.neighbours
+    assert set(record.config.models.values()) == {f"http:{url}"}, record.config.models  # the URL as given
     page = build_dashboard([demo_project / "benchmarks"], [], [suite_path], root=demo_project)
     assert any(text.startswith("on a witness database the search built (witnesses/") for text in page.reasons)
     assert any("witness search 32" in (run.neighbours or "") for run in page.runs)

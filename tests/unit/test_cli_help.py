@@ -89,3 +89,27 @@ def test_scripts_main_takes_the_pipelines_options() -> None:
     """The Chinook hint names --chinook: scripts/main passes its arguments to `pipeline run`, which takes it."""
     args = _parser().parse_args(["pipeline", "run", "--chinook", "/x/Chinook_Sqlite.sqlite"])
     assert args.chinook == "/x/Chinook_Sqlite.sqlite"
+
+
+def test_every_command_s_help_opens_by_saying_what_it_does() -> None:
+    """`nl2sql-assets X --help` starts, under its usage, with a sentence or two: what X does, what
+    it writes, how it exits where that matters; a command that only holds others says what they are."""
+    bare = []
+    for path, parser in _parsers(_parser()):
+        text = (parser.description or "").strip()
+        if len(text) < 40 or not text.rstrip(".").strip() or (not text[0].isupper() and not text.startswith("`")):
+            bare.append(path)
+    assert bare == []
+
+
+@pytest.mark.parametrize("command", [
+    ["init"], ["data"], ["eval", "regenerate"], ["eval", "import"], ["eval", "export"], ["eval", "seed"],
+    ["eval", "publish"], ["feedback", "rate"], ["feedback", "export"], ["configs", "list"], ["configs", "add"],
+    ["pipeline", "run"], ["dashboard"], ["ui"], ["neighbours", "show"],
+])
+def test_the_commands_that_had_no_description_say_what_they_write(command: list[str]) -> None:
+    text = _help(command)
+    usage_end = text.index("options:")
+    described = text[text.index(command[-1]) + len(command[-1]):usage_end]
+    assert any(word in described for word in ("Write", "write", "Print", "print", "Mark", "Register", "Start",
+                                                 "Make", "Run", "Read", "Record", "Check", "Ask")), text

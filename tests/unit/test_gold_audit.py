@@ -99,7 +99,7 @@ def test_a_gold_is_slow_only_far_above_the_suite_median(times: dict[str, Any], e
 ])
 def test_a_gold_with_ordered_rows_is_probed_with_its_sort_keys(sql: str, order_matters: bool,
                                                                probe_sql: str | None, limit: int | None) -> None:
-    from nl2sql_assets.evaluation.neighbours.audit import tie_probe
+    from nl2sql_assets.evaluation.neighbours.ties import tie_probe
 
     probe = tie_probe(sql, "sqlite", order_matters)
     assert (probe.sql if probe else None) == probe_sql
@@ -118,6 +118,6 @@ def test_a_gold_with_ordered_rows_is_probed_with_its_sort_keys(sql: str, order_m
 ])
 def test_ties_matter_where_the_order_decides_between_rows_that_read_differently(
         rows: list[list[Any]], limit: int | None, order_matters: bool, tie: bool) -> None:
-    from nl2sql_assets.evaluation.neighbours.audit import TieProbe, unbroken_tie
+    from nl2sql_assets.evaluation.neighbours.ties import TieProbe, unbroken_tie
 
     assert unbroken_tie(rows, TieProbe("", limit, 1), order_matters) is tie

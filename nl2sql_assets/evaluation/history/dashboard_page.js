@@ -168,11 +168,26 @@
     $("cost-table").replaceChildren(el("tr", {}, ...["config", "accuracy", "cost per case", "cost per correct answer", "unpriced calls"].map((h) => el("th", {}, h))),
       ...rows.map((x) => el("tr", { class: "cost-row" }, el("td", {}, x.name), el("td", {}, pct(x.acc)),
         el("td", {}, usd(x.perCase) + (x.unpriced ? " or more" : "")), el("td", {}, usd(x.perCorrect)), el("td", {}, x.unpriced))));
-    Plotly.react("cost-chart", [{ x: rows.map((x) => x.acc), y: rows.map((x) => x.perCorrect), text: rows.map((x) => x.name),
-      mode: "markers+text", textposition: "top center", type: "scatter" }],
-      { xaxis: { range: [0, 1.05], tickformat: ".0%", title: "accuracy (strict, latest run)" },
-        yaxis: { title: "dollars per correct answer", rangemode: "tozero" }, margin: { t: 10 }, height: 320 },
-      { displaylogo: false, responsive: true });
+    const spent = rows.some((x) => x.perCorrect > 0 || x.unpriced > 0);
+    chartOr("cost-chart", spent, rows.length ? "Nothing was spent in these runs ($0 for every config): no cost to plot."
+      : "No run here has a question run to put a cost on.", () =>
+      Plotly.react("cost-chart", [{ x: rows.map((x) => x.acc), y: rows.map((x) => x.perCorrect), text: rows.map((x) => x.name),
+        mode: "markers+text", textposition: "top center", type: "scatter" }],
+        { xaxis: { range: [0, 1.05], tickformat: ".0%", title: "accuracy (strict, latest run)" },
+          yaxis: { title: "dollars per correct answer", rangemode: "tozero" }, margin: { t: 10 }, height: 320 },
+        { displaylogo: false, responsive: true }));
+  }
+
+  // A chart where there is something to see, else one sentence in its place (never empty axes).
+  function chartOr(id, something, sentence, drawIt) {
+    const box = $(id);
+    if (something) {
+      if (box.querySelector(".empty-chart")) box.replaceChildren();
+      drawIt();
+      return;
+    }
+    Plotly.purge(box);
+    box.replaceChildren(el("p", { class: "note empty-chart" }, sentence));
   }
 
   // ---------------------------------------------------------------- 4. failure reasons
@@ -194,8 +209,10 @@
       const keys = [...new Set(Object.values(by[dim]).flatMap((m) => Object.keys(m)))].sort();
       const traces = Object.keys(by[dim]).sort().map((reason) => ({ type: "bar", name: reason, x: keys,
         y: keys.map((k) => by[dim][reason][k] || 0) }));
-      Plotly.react("reasons-" + dim, traces, { barmode: "stack", margin: { t: 10 }, height: 300,
-        xaxis: { title: dim }, yaxis: { title: "failed cases" } }, { displaylogo: false, responsive: true });
+      chartOr("reasons-" + dim, failures > 0, dim === "domain" ? (b ? "No case failed in run B: no reason to chart."
+        : "Pick a run B to see why its cases failed.") : "", () =>
+        Plotly.react("reasons-" + dim, traces, { barmode: "stack", margin: { t: 10 }, height: 300,
+          xaxis: { title: dim }, yaxis: { title: "failed cases" } }, { displaylogo: false, responsive: true }));
     }
   }
 

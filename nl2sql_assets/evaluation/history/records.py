@@ -241,7 +241,10 @@ def record_for_config(report: EvalReport, config: str, note: str | None = None) 
 
 
 def provider_model(model: str) -> str:
-    """A litellm model string as the records write it: ``openai/gpt-5.4`` -> ``openai:gpt-5.4``."""
+    """A litellm model string as the records write it: ``openai/gpt-5.4`` -> ``openai:gpt-5.4``;
+    an engine's own description (``http:http://host:port/``, an entry point's) as it is."""
+    if "://" in model or model.startswith(("http:", "python:")):
+        return model
     provider, sep, name = model.partition("/")
     return f"{provider}:{name}" if sep else model
 

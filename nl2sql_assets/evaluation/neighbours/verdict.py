@@ -10,7 +10,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from nl2sql_assets.evaluation.neighbours.distill import (
     Accepted,
@@ -21,8 +21,13 @@ from nl2sql_assets.evaluation.neighbours.distill import (
     tells_apart,
 )
 
-if TYPE_CHECKING:
-    from nl2sql_assets.evaluation.neighbours.witness import WitnessSearch
+
+class WitnessSearch(Protocol):
+    """What a judge asks of the witness search (``witness.WitnessSearch``): a pass searched, its
+    outcome (``record``: found or not, the evidence; ``path``: the witness database, where kept)."""
+
+    def search(self, gold: GoldQuery, predicted_sql: str) -> Any: ...
+
 
 FAILS_ON_NEIGHBOUR = "fails_on_neighbour"
 FAILS_ON_WITNESS = "fails_on_witness"

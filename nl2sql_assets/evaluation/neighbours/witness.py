@@ -222,7 +222,7 @@ class WitnessSearch:
     def _try(self, gold: GoldQuery, predicted_sql: str, focus: Focus, index: int, memo: dict[Any, Any]
              ) -> tuple[int, list[str], Any, dict[str, int], Any, Any] | None:
         """One candidate: built, read, and kept open only where it is a witness."""
-        from nl2sql_assets.evaluation.neighbours.audit import tie_probe, unbroken_tie
+        from nl2sql_assets.evaluation.neighbours.ties import tie_probe, unbroken_tie
 
         rng = random.Random(f"{WITNESS_VERSION}:{self.seed}:{gold.digest}:{prediction_digest(predicted_sql)}:{index}")
         strategies, turn = self._strategies(focus, index, rng)

@@ -165,10 +165,10 @@ class WitnessSearch:
         queries read the same), or the outcome stored by an earlier search. None: search."""
         if self.candidates <= 0 or " ".join(gold.sql.split()) == " ".join(predicted_sql.split()):
             return SearchOutcome(None)
-        focus = _difference(gold.sql, predicted_sql, self.files.dialect)
-        if focus is None:
-            return SearchOutcome(None)
-        return self._stored(f"{gold.digest}-{prediction_digest(predicted_sql)}")
+        stored = self._stored(f"{gold.digest}-{prediction_digest(predicted_sql)}")  # before parsing anything
+        if stored is not None:
+            return stored
+        return SearchOutcome(None) if _difference(gold.sql, predicted_sql, self.files.dialect) is None else None
 
     def search(self, gold: GoldQuery, predicted_sql: str) -> SearchOutcome:
         """The witness of ``predicted_sql`` against ``gold``, if the budget finds one."""

@@ -118,6 +118,28 @@ def dagster_rows(demo_root: Path, suite: Path, tree: Path | None, repeat: int, t
              f"{lines[0].get('passed')}/{n}" + ("" if all(x["ok"] for x in lines) else " (a run FAILED)")]]
 
 
+def neighbour_rows(root: Path, config: Path, suite: Path, tree: Path | None, tmp: Path) -> list[list[str]]:
+    """``eval run --mode plans`` on the synthetic suite: without neighbours, with them built for the
+    first time (the kept sets, their audit and every witness search), and with them stored; each a
+    fresh process timed from outside (``--neighbours``). Copies of one case share their gold: one
+    neighbour problem, one audit and one search, however many copies."""
+    import shutil
+
+    base = python("-m", "nl2sql_assets.cli", "--config", str(config), "eval", "run", "--mode", "plans", "--suite",
+                  str(suite), "--out", str(tmp / "eval_neighbours.json"))
+    shutil.rmtree(root / "warehouse" / "neighbours", ignore_errors=True)
+    plain = run_child([*base, "--no-neighbours"], tree)
+    first = run_child(base, tree)
+    stored = run_child(base, tree)
+    out = []
+    for label, run in (("CLI eval run --no-neighbours", plain), ("CLI eval run, neighbours built first", first),
+                       ("CLI eval run, neighbours stored", stored)):
+        ratio = run.wall_s / plain.wall_s
+        out.append([f"{label} ({ratio:.2f}x)", "-", f"{run.wall_s:.1f}", f"{run.cpu_s:.1f}", "-",
+                    f"{run.rss_mib:.0f}", f"exit {run.rc}"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--case-runs", type=int, default=10_000, help="at least this many case runs (default 10,000)")
@@ -129,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chinook", type=Path, default=None)
     parser.add_argument("--child", nargs=2, type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-workers", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--neighbours", action="store_true",
+                        help="the CLI run without neighbours, then with them built for the first time, then read "
+                             "back (evals.yaml's neighbours: of the demo, the witness search on)")
     parser.add_argument("--dagster", action="store_true",
                         help="also measure the Dagster case_runs asset on the synthetic suite (peak RSS)")
     parser.add_argument("--dagster-child", nargs=3, default=None, help=argparse.SUPPRESS)
@@ -195,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
                              spread([r.rss_mib for r, _ in runs_cli], "{:.0f}")
                              + f" (all processes {runs_cli[-1][0].rss_all_mib:.0f})",
                              f"output {runs_cli[-1][1]:.1f} MB"])
+        if args.neighbours:
+            rows += neighbour_rows(demo.root, demo.config, suite, args.tree, Path(tmp))
         if args.dagster:
             rows += dagster_rows(demo.root, suite, args.tree, args.repeat, Path(tmp))
         print_table(f"Mode plans at scale ({args.repeat} fresh process(es) each; min / median / max)",

@@ -68,6 +68,19 @@ def test_each_kind_of_trouble_is_flagged_on_its_case_and_nothing_else(shop: Path
     assert list(audit.sets) == ["shop"] and Path(audit.sets["shop"]).is_dir()
 
 
+def test_copies_of_one_gold_are_each_flagged_in_their_own_name(shop: Path, tmp_path: Path) -> None:
+    """A suite of copies (one gold asked the same way under many ids) is audited once per gold,
+    each copy's flags naming its own case."""
+    config = ProjectConfig(datasources=[DatasourceConfig(id="shop", engine="sqlite", path=shop)])
+    config.root = tmp_path
+    copies = [case(f"empty_{n}", "SELECT name FROM customer WHERE age = 30") for n in range(40)]
+    suite = EvalSuite(cases=[*copies, case("fine", "SELECT name FROM customer WHERE age >= 30")])
+    audit = audit_suite(config, "shop", suite, NeighbourSettings(count=4, candidates=8, seed=3))
+    flagged = [f.case for f in audit.flags if f.kind == "empty_on_original"]
+    assert flagged == [f"empty_{n}" for n in range(40)]
+    assert all(f.message.startswith(f"suite shop, case '{f.case}': ") for f in audit.flags)
+
+
 @pytest.mark.parametrize(("times", "expected"), [
     # (case -> seconds; None ran past the timeout) -> the flags raised
     ({"a": 0.001, "b": 0.001, "c": 0.002}, set()),

@@ -245,38 +245,20 @@ def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
         # each database once more, scanned backwards (opened once: a DuckDB one is a copy)
         backwards = [files.open_reversed(p, ds.timeout_s) for p in [ds.database_file, *paths]]
         try:
+            # copies of one gold (the same SQL, order rule and alternatives) are audited once: their
+            # findings are the same, each case's flags name its own file, line and id
+            audited: dict[str, tuple[list[tuple[FlagKind, str, str | None]], float | None, bool]] = {}
             for case in its_cases:
-
-                def flag(kind: FlagKind, message: str, where: str | None = "original", *,
-                         case: Any = case) -> AuditFlag:
-                    location = case_location(suite, case.id, "sql", suite_name)
-                    return AuditFlag(suite=suite_name, case=case.id, kind=kind, where=where, location=location,
-                                     message=f"{location}: {message}")
-
-                why = unparsable(case.sql, files.dialect)
-                if why is not None:
-                    flags.append(flag("gold_unparsable", f"the gold cannot be read as {files.dialect} SQL, so no "
-                                      f"near miss is made of it ({why})", None))
-                timed = _timed(adapter, case.sql)
-                if timed.error is not None:
-                    flags.append(flag("gold_fails", f"the database rejects the gold on the original "
-                                      f"({timed.error}): no prediction is graded against it"))
-                    continue
-                rows = timed.rows
-                times[case.id] = None if timed.timed_out else timed.seconds
-                if rows is not None and not rows:
-                    flags.append(flag("empty_on_original", "the gold returns no row on the original database: any "
-                                      "empty answer passes"))
-                found = _order_where(rows, case, ["original", *(p.name for p in paths)],
-                                     [adapter, *neighbour_adapters], backwards, files.dialect)
-                if found is not None:
-                    flags.append(flag("order_sensitive", f"the gold leans on the order of equal rows: {found[1]}",
-                                      found[0]))
-                if kept is not None:
-                    for f in _sidecar_flags(suite_name, case, kept):
-                        location = case_location(suite, case.id, "sql", suite_name)
-                        flags.append(f.model_copy(update={"location": location,
-                                                          "message": f"{location}: {f.message}"}))
+                digest = gold_query(case, suite_name).digest
+                if digest not in audited:
+                    audited[digest] = _gold_findings(case, suite_name, files, adapter, neighbour_adapters, backwards,
+                                                     paths, kept)
+                findings, seconds, ran = audited[digest]
+                location = case_location(suite, case.id, "sql", suite_name) if findings else ""
+                flags += [AuditFlag(suite=suite_name, case=case.id, kind=kind, where=where, location=location,
+                                    message=f"{location}: {message}") for kind, message, where in findings]
+                if ran:
+                    times[case.id] = seconds
         finally:
             adapter.close()
             for other in [*neighbour_adapters, *backwards]:
@@ -295,6 +277,34 @@ def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
                      median_ms=None if median is None else round(median * 1000, 3),
                      sets={ds: str(kept.home) for ds, kept in sorted(sets.items())},
                      seconds=round(time.perf_counter() - started, 3))
+
+
+def _gold_findings(case: Any, suite_name: str, files: Any, adapter: Any, neighbour_adapters: Sequence[Any],
+                   backwards: Sequence[Any], paths: Sequence[Path], kept: KeptSet | None
+                   ) -> tuple[list[tuple[FlagKind, str, str | None]], float | None, bool]:
+    """What the audit finds of one gold: each finding (kind, message, where), its time on the
+    original (None past the timeout), and whether it ran there (a gold the database rejects has no time)."""
+    out: list[tuple[FlagKind, str, str | None]] = []
+    why = unparsable(case.sql, files.dialect)
+    if why is not None:
+        out.append(("gold_unparsable", f"the gold cannot be read as {files.dialect} SQL, so no near miss is made "
+                                       f"of it ({why})", None))
+    timed = _timed(adapter, case.sql)
+    if timed.error is not None:
+        out.append(("gold_fails", f"the database rejects the gold on the original ({timed.error}): no prediction "
+                                  "is graded against it", "original"))
+        return out, None, False
+    rows = timed.rows
+    if rows is not None and not rows:
+        out.append(("empty_on_original", "the gold returns no row on the original database: any empty answer "
+                                         "passes", "original"))
+    found = _order_where(rows, case, ["original", *(p.name for p in paths)], [adapter, *neighbour_adapters],
+                         backwards, files.dialect)
+    if found is not None:
+        out.append(("order_sensitive", f"the gold leans on the order of equal rows: {found[1]}", found[0]))
+    if kept is not None:
+        out += [(f.kind, f.message, f.where) for f in _sidecar_flags(suite_name, case, kept)]
+    return out, None if timed.timed_out else timed.seconds, True
 
 
 def _order_where(rows: list[list[Any]] | None, case: Any, names: Sequence[str], forwards: Sequence[Any],

@@ -33,6 +33,8 @@ FAILS_ON_NEIGHBOUR = "fails_on_neighbour"
 FAILS_ON_WITNESS = "fails_on_witness"
 #: rows of each result an overturn keeps as evidence (reports, records, a witness's sidecar)
 EVIDENCE_ROWS = 20
+#: verdicts a judge keeps, by gold and SQL (the oldest let go first)
+VERDICTS_KEPT = 4096
 
 
 def evidence(gold_rows: list[list[Any]], predicted_rows: list[list[Any]] | None, limit: int = EVIDENCE_ROWS
@@ -88,6 +90,7 @@ class NeighbourJudge:
         self._stored = stored or {}
         self._adapters: dict[int, Any] = {}
         self._accepted: dict[tuple[str, int], Accepted] = {}
+        self._verdicts: dict[tuple[str, str, bool], NeighbourVerdict] = {}
         self._lock = threading.Lock()
 
     def _adapter(self, index: int) -> Any:
@@ -107,7 +110,21 @@ class NeighbourJudge:
 
     def overturn(self, gold: GoldQuery, predicted_sql: str, *, search: bool = True) -> NeighbourVerdict:
         """For a prediction that passed on the original: the first neighbour on which it fails, if
-        any; else the witness the search finds (``search``: False leaves that to ``search``)."""
+        any; else the witness the search finds (``search``: False leaves that to ``search``). The
+        same SQL against the same gold is judged once (copies of a case, passes of a run)."""
+        key = (gold.digest, predicted_sql, search)
+        with self._lock:
+            known = self._verdicts.get(key)
+        if known is not None:
+            return known
+        verdict = self._overturn(gold, predicted_sql, search)
+        with self._lock:
+            if len(self._verdicts) >= VERDICTS_KEPT:
+                self._verdicts.pop(next(iter(self._verdicts)))
+            self._verdicts[key] = verdict
+        return verdict
+
+    def _overturn(self, gold: GoldQuery, predicted_sql: str, search: bool) -> NeighbourVerdict:
         for index in range(len(self.neighbours)):
             accepted = self.accepted(gold, index)
             if accepted is None:

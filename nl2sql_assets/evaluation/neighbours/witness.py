@@ -124,6 +124,7 @@ class WitnessSearch:
         self._template: Any = None
         #: each column's values for the focus's literals, worked out once (``targeted.Builder.values``)
         self._memo: dict[Any, Any] = {}
+        self._outcomes: dict[str, SearchOutcome] = {}  # stored outcomes read back, by pass
         self._lock = threading.Lock()
 
     def spec(self) -> tuple[str, str, int, int, str | None, int]:
@@ -148,6 +149,10 @@ class WitnessSearch:
     def _stored(self, stem: str) -> SearchOutcome | None:
         if self.evidence is None:
             return None
+        with self._lock:
+            known = self._outcomes.get(stem)
+        if known is not None:
+            return known
         sidecar = self.evidence / f"{stem}.json"
         try:
             record = WitnessRecord.model_validate_json(sidecar.read_text(encoding="utf-8"))
@@ -158,7 +163,10 @@ class WitnessSearch:
         path = self.evidence / record.file if record.file else None
         if record.found and (path is None or not path.is_file()):
             return None
-        return SearchOutcome(record, path)
+        outcome = SearchOutcome(record, path)
+        with self._lock:
+            self._outcomes[stem] = outcome
+        return outcome
 
     def known(self, gold: GoldQuery, predicted_sql: str) -> SearchOutcome | None:
         """The outcome without searching, where there is one: nothing to search (no budget; the two
@@ -204,10 +212,13 @@ class WitnessSearch:
                     "predicted_error": predicted_rows is None})
             finally:
                 scratch.close()
+        outcome = SearchOutcome(record, path)
         if self.evidence is not None:
             self.evidence.mkdir(parents=True, exist_ok=True)
             atomic_write(self.evidence / f"{stem}.json", record.model_dump_json(indent=1) + "\n")
-        return SearchOutcome(record, path)
+            with self._lock:
+                self._outcomes[stem] = outcome
+        return outcome
 
     def _strategies(self, focus: Focus, index: int, rng: random.Random) -> tuple[list[str], int | None]:
         """The first candidates one leaned-on strategy each, in turn (``SYSTEMATIC_TURNS`` rounds),

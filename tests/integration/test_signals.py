@@ -132,7 +132,11 @@ def test_the_ui_stops_its_whole_tree_on_a_signal(demo_project: Path, tmp_path: P
             time.sleep(0.25)
         assert _alive(tree) == set()
         with socket.socket() as s:
-            s.bind(("127.0.0.1", port))  # the port is free again
+            # nothing listens on the port any more (a closed connection may linger in TIME_WAIT a
+            # while, which SO_REUSEADDR lets a new listener past, as the UI's own server does)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
+            s.listen()
     finally:
         for pid in _alive(tree | {process.pid}):
             with contextlib.suppress(ProcessLookupError):

@@ -57,6 +57,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=10)
     parser.add_argument("--keep", type=Path, default=None, help="work here and keep it (default: a temporary folder)")
     parser.add_argument("--show", type=int, default=40, help="overturned passes printed in full")
+    parser.add_argument("--witness", type=int, default=32, help="candidates the witness search tries a pass")
     args = parser.parse_args()
 
     from nl2sql_assets.config import NeighbourSettings, load_config
@@ -124,10 +125,12 @@ def main() -> int:
         pred_file = work / "predictions.json"
         pred_file.write_text(json.dumps({i: sql.strip() for i, sql in zip(ids, predicted, strict=True)}))
         out = work / "grade.json"
-        for attempt in ("stored sets", "stored sets, again"):
+        for attempt, witness in (("stored sets, no witness search", "0"),
+                                 ("stored sets, the witness search's first", str(args.witness)),
+                                 ("stored sets and search outcomes", str(args.witness))):
             seconds, done = _cli("--config", str(project / "nl2sql.yaml"), "eval", "grade", str(pred_file), "--suite",
                                  str(suite_path), "--neighbours", str(args.count), "--neighbour-seed", str(args.seed),
-                                 "--out", str(out))
+                                 "--witness", witness, "--out", str(out))
             if done.returncode != 0:
                 print(done.stdout, done.stderr, file=sys.stderr)
                 return 1
@@ -138,13 +141,23 @@ def main() -> int:
         report = json.loads(out.read_text(encoding="utf-8"))
         by_id = {c.id: c for c in suite.cases}
         overturned = [g for g in report["cases"] if g.get("overturned_on")]
-        print(f"\n{len(overturned)} pass(es) overturned on a neighbour:")
-        for g in overturned[:args.show]:
+        flags: dict[str, list[str]] = {}
+        for flag in report.get("gold_audit", []):
+            flags.setdefault(flag["case"], []).append(flag["kind"])
+        witnessed = [g for g in overturned if g["neighbour_robust"]["reason"] == "fails_on_witness"]
+        print(f"\n{len(overturned)} pass(es) overturned: {len(overturned) - len(witnessed)} on a kept neighbour, "
+              f"{len(witnessed)} by a witness the search found; on gold the audit flags: "
+              f"{sum(1 for g in overturned if g['case_id'] in flags)}")
+        shown = sorted(overturned, key=lambda g: g["neighbour_robust"]["reason"] != "fails_on_witness")
+        for g in shown[:args.show]:
             case = by_id[g["case_id"]]
-            print(f"\n{g['case_id']} ({case.datasources[0]}): {case.question}\n  gold:       {case.sql}\n"
-                  f"  prediction: {g['sql']}\n  on {Path(g['overturned_on']).name}: gold {_rows(g['neighbour_gold_rows'])}"
-                  f"\n  {' ' * len(Path(g['overturned_on']).name)}     prediction {_rows(g['neighbour_predicted_rows'])}")
-        for g in overturned[args.show:]:
+            where = Path(g["overturned_on"]).name
+            how = "witness" if g["neighbour_robust"]["reason"] == "fails_on_witness" else "neighbour"
+            marks = f" [gold: {', '.join(flags[g['case_id']])}]" if g["case_id"] in flags else ""
+            print(f"\n{g['case_id']} ({case.datasources[0]}){marks}: {case.question}\n  gold:       {case.sql}\n"
+                  f"  prediction: {g['sql']}\n  on {how} {where}: gold {_rows(g['neighbour_gold_rows'])}"
+                  f"\n  {' ' * (len(where) + len(how))}      prediction {_rows(g['neighbour_predicted_rows'])}")
+        for g in shown[args.show:]:
             print(f"  {g['case_id']}: {g['sql']}")
     finally:
         if args.keep is None:

@@ -264,3 +264,30 @@ def test_eval_run_takes_a_pass_back_on_a_witness_and_the_record_and_dashboard_ca
     page = build_dashboard([demo_project / "benchmarks"], [], [suite_path], root=demo_project)
     assert any(text.startswith("on a witness database the search built (witnesses/") for text in page.reasons)
     assert any("witness search 32" in (run.neighbours or "") for run in page.runs)
+
+
+def test_the_project_s_own_mutants_are_caught_by_the_kept_neighbours_and_the_search(
+        golds: dict[str, GoldQuery], chinook_path: Path, tmp_path: Path) -> None:
+    """Of the one-edit mutants of every Chinook gold that some database tells apart (the original, a
+    candidate neighbour or a witness), at least 99% are caught by the original, the kept neighbours
+    or the search, as a run grades them."""
+    from nl2sql_assets.evaluation.neighbours import distill, generate_neighbours, gold_literals
+    from nl2sql_assets.evaluation.neighbours.generate import targeted_neighbours
+    from nl2sql_assets.evaluation.neighbours.verdict import NeighbourJudge
+    from nl2sql_assets.evaluation.neighbours.witness import search_all
+
+    every = list(golds.values())
+    pool = generate_neighbours(chinook_path, tmp_path / "c", 24, 1, literals=gold_literals([g.sql for g in every]))
+    pool += targeted_neighbours(chinook_path, tmp_path / "c", [g.sql for g in every], 24, 1, start=len(pool))
+    result = distill(every, chinook_path, pool, 10)
+    kept = [pool[i] for i in result.kept]
+    separated = set(result.on_original).union(*result.by_neighbour.values())
+    left = [(k, i) for k, made in result.mutants.items() for i in range(len(made)) if (k, i) not in separated]
+    with NeighbourJudge(kept) as judge:
+        held = [(k, i) for k, i in left if judge.overturn(golds[k], result.mutants[k][i].sql, search=False).passed]
+    search = WitnessSearch(chinook_path, "sqlite", candidates=32, seed=1)
+    outcomes = search_all([(search, golds[k], result.mutants[k][i].sql) for k, i in held])
+    found = {pair for pair, outcome in zip(held, outcomes, strict=True) if outcome.found}
+    separable = result.separable + len(found & result.possibly_equivalent)
+    caught = len(separated) + (len(left) - len(held)) + len(found)
+    assert found and caught / separable >= 0.99, (caught, separable)

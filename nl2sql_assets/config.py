@@ -51,7 +51,7 @@ class DatasourceConfig(StrictModel):
     password_env: str | None = None
     #: the schemas a server datasource reads (Postgres; default: the connection's search path)
     schemas: list[str] = Field(default_factory=list)
-    #: the database a MySQL datasource reads (default: the one its URL names)
+    #: the database a server datasource reads (default: the one its URL names)
     database: str | None = None
     #: connections kept open per worker process (a server datasource)
     pool_size: Annotated[int, Field(gt=0, le=64)] = 2
@@ -375,6 +375,10 @@ class NeighbourSettings(StrictModel):
     witness: Annotated[int, Field(ge=0, le=1000)] = Field(default=32, description=(
         "candidate databases the witness search tries for each pass that holds on every kept neighbour, "
         "built for where the prediction and the gold differ (0: no search)"))
+    url_env: str | None = Field(default=None, description=(
+        "a server datasource's neighbours: the environment variable holding the URL of the database they "
+        "are made in (Postgres: a schema each; MySQL/MariaDB: a database each on that server); default: "
+        "Postgres, a database <source>_nl2sql_neighbours beside the source; MySQL, databases beside it"))
 
     def set_identity(self) -> dict[str, int]:
         """What a kept set's files depend on besides the data and the gold (its key)."""

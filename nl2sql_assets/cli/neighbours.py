@@ -21,6 +21,14 @@ def add(sub: Any) -> None:
     nsub = add_group(sub, "neighbours", help="look at the neighbour databases eval run and eval grade keep",
                      description="Neighbour databases of a suite's datasources, and the witnesses the search "
                                  "found (see eval grade --neighbours).", dest="neighbours_command")
+    prune = add_command(
+        nsub, "prune", cmd_prune, help="remove the neighbour sets no suite uses, and their server namespaces",
+        description="Remove every kept set under warehouse/neighbours/ that the project's suites do not use with "
+                    "evals.yaml's neighbour settings (another database, gold or setting made it), with its server "
+                    "schemas or databases, and every namespace of ours on a server's scratch place that no kept "
+                    "set names (left by a build or a search that was killed). --dry-run lists them only.")
+    prune.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    add_neighbour_options(prune, "grade", witness=False)
     show = add_command(
         nsub, "show", cmd_neighbours, help="one neighbour's (or witness's) rows that a case reads, and the gold's and a prediction's "
                      "result there",
@@ -37,6 +45,25 @@ def add(sub: Any) -> None:
                                                   "prediction whose witness to show)")
     add_neighbour_options(show, "grade", witness=False)
     show.add_argument("--rows", type=int, default=20, metavar="N", help="rows shown per table (default 20)")
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from nl2sql_assets.config import NeighbourSettings
+    from nl2sql_assets.evaluation.neighbours.store import prune_sets
+    from nl2sql_assets.paths import neighbours_dir
+    from nl2sql_assets.project import load_project_config
+
+    config = load_project_config(project_config_path(args))
+    settings = neighbour_settings(args, config) or NeighbourSettings()
+    pruned = prune_sets(config, settings, neighbours_dir(config.root), dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for path in pruned.sets:
+        print(f"{verb} set {path}")
+    for namespace in pruned.namespaces:
+        print(f"{verb} {namespace} (a namespace of ours no kept set names)")
+    print(f"{len(pruned.kept)} set(s) kept (the ones the project's suites use), {len(pruned.sets)} set(s) and "
+          f"{len(pruned.namespaces)} server namespace(s) {verb}")
+    return EXIT_OK
 
 
 def cmd_neighbours(args: argparse.Namespace) -> int:

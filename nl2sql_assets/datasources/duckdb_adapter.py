@@ -257,7 +257,7 @@ class DuckdbEngine(DatabaseEngine):
     own_schemas = frozenset({"", "main"})
     pseudo_columns = frozenset({"rowid"})
     sql_style = SqlStyle(
-        like="ILIKE", nulls_first_ascending=False, string_agg="STRING_AGG", integer_division=False,
+        like="ILIKE", string_agg="STRING_AGG", integer_division=False,
         cast_types={"integer": "INTEGER", "real": "DOUBLE", "text": "VARCHAR"},
         date_parts={"year": "YEAR({})", "month": "MONTH({})", "day": "DAY({})",
                     "year_month": "STRFTIME({}, '%Y-%m')", "date": "STRFTIME({}, '%Y-%m-%d')"})

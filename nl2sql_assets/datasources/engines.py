@@ -49,8 +49,6 @@ class SqlStyle:
 
     #: the operator that matches a pattern without regard to ASCII case (``LIKE`` where it already does)
     like: str = "LIKE"
-    #: whether the engine itself puts NULLs first in an ascending order (SQLite, MySQL) or last
-    nulls_first_ascending: bool = True
     #: ``group_concat(x)`` is ``GROUP_CONCAT(x)`` or ``STRING_AGG(x, ',')``
     string_agg: str = "GROUP_CONCAT"
     #: whether ``/`` between two integers divides as integers (SQLite, Postgres)

@@ -412,7 +412,7 @@ class MysqlEngine(DatabaseEngine):
     refused_text = ("/*!", "/*M!", "/*+")
     folds_to_lower = False
     sql_style = SqlStyle(
-        like="ILIKE", nulls_first_ascending=True, string_agg="GROUP_CONCAT", integer_division=False,
+        like="ILIKE", string_agg="GROUP_CONCAT", integer_division=False,
         cast_types={"integer": "SIGNED", "real": "DOUBLE", "text": "CHAR"},
         date_parts={"year": "YEAR({})", "month": "MONTH({})", "day": "DAY({})",
                     "year_month": "DATE_FORMAT({}, '%Y-%m')", "date": "DATE_FORMAT({}, '%Y-%m-%d')"})

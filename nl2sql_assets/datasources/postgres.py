@@ -66,7 +66,9 @@ class PostgresAdapter:
         self.row_limit = cfg.row_limit
         self.timeout_s = cfg.timeout_s
         self.address = ServerAddress.of(cfg, ("postgresql", "postgres"), 5432)
-        self.where = self.address.where("Postgres", cfg.id)
+        #: the database: ``database:`` where given (neighbour databases live beside the source's), else the URL's
+        self.database = cfg.database or self.address.database
+        self.where = self.address.where("Postgres", cfg.id, self.database)
         self._schemas = list(cfg.schemas)
         self._pg = _driver()
         self._pool: ConnectionPool[Any] = ConnectionPool(self._connect, lambda c: c.close(), cfg.pool_size)
@@ -82,7 +84,7 @@ class PostgresAdapter:
     def _connect(self) -> Any:
         a = self.address
         try:
-            conn = self._pg.connect(host=a.host, port=a.port, user=a.user, password=a.password, dbname=a.database,
+            conn = self._pg.connect(host=a.host, port=a.port, user=a.user, password=a.password, dbname=self.database,
                                     connect_timeout=CONNECT_TIMEOUT_S, application_name="nl2sql-assets",
                                     **{k: v for k, v in a.params.items() if k in ("sslmode", "sslrootcert")})
         except self._pg.OperationalError as exc:
@@ -455,7 +457,7 @@ class PostgresEngine(DatabaseEngine):
     own_schemas = frozenset({""})
     folds_to_lower = True
     sql_style = SqlStyle(
-        like="ILIKE", nulls_first_ascending=False, string_agg="STRING_AGG", integer_division=True,
+        like="ILIKE", string_agg="STRING_AGG", integer_division=True,
         # real is NUMERIC: Postgres rounds only NUMERIC to a number of places (ROUND(x, 2))
         cast_types={"integer": "INTEGER", "real": "NUMERIC", "text": "TEXT"},
         date_parts={"year": "CAST(EXTRACT(YEAR FROM {}) AS INTEGER)",

@@ -52,8 +52,9 @@ def build_neighbour_assets(config: ProjectConfig, suites: list[tuple[str, Path]]
     names = [name for name, _ in suites]
     known = {d.id for d in config.datasources}
     datasources = sorted({ds for name in names for ds in reads.get(name) or [] if ds in known})
-    assets: list = [_datasource_neighbours(ds, [n for n in names if ds in (reads.get(n) or datasources)])
-                    for ds in datasources]
+    engines = {d.id: d.engine for d in config.datasources}
+    assets: list = [_datasource_neighbours(ds, [n for n in names if ds in (reads.get(n) or datasources)],
+                                           engines[ds]) for ds in datasources]
     deps: dict[str, list] = {}
     for name, path in suites:
         read = reads.get(name)
@@ -64,9 +65,9 @@ def build_neighbour_assets(config: ProjectConfig, suites: list[tuple[str, Path]]
     return assets, deps
 
 
-def _datasource_neighbours(datasource: str, suites: list[str]) -> dg.AssetsDefinition:
+def _datasource_neighbours(datasource: str, suites: list[str], engine: str) -> dg.AssetsDefinition:
     @dg.asset(key=neighbours_key(datasource), deps=[schema_snapshot_key(datasource), *map(suite_key, suites)],
-              group_name=datasource_group(datasource), kinds={"sqlite", "duckdb"},
+              group_name=datasource_group(datasource), kinds={engine},
               description=f"The kept neighbour databases of {datasource}: small databases of its schema, chosen "
                           f"because they tell near-miss SQL apart from the gold of {', '.join(suites)} where "
                           f"{datasource} itself cannot.")

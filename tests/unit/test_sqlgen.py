@@ -745,3 +745,14 @@ def test_null_placement_is_each_engines_own(engines: dict[str, Any]) -> None:
     duck = [r[0] for r in engines["duckdb"].execute(generate_sql(p, "duckdb")).fetchall()]
     assert lite == [None, None, "std", "vip", "vip"]
     assert duck == ["std", "vip", "vip", None, None]
+
+
+@pytest.mark.parametrize(("dialect", "desc"), [(d, desc) for d in ("sqlite", "duckdb", "postgres", "mysql")
+                                               for desc in (False, True)])
+def test_no_engine_gets_a_nulls_clause_its_own_order_would_not_need(dialect: str, desc: bool) -> None:
+    """Each engine's own placement of NULLs, in both directions: Postgres puts them last ascending
+    and first descending, so a descending key there needs no NULLS clause either (it got NULLS LAST,
+    which parted the plan's SQL from hand-written SQL on a database holding a NULL)."""
+    p = plan(select=sel(col("tier")), order_by=[{"expr": col("tier"), "direction": "desc" if desc else "asc"}],
+             **{"from": {"name": "events"}})
+    assert "NULLS" not in generate_sql(p, dialect).upper()  # type: ignore[arg-type]

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets.config import NeighbourSettings, ProjectConfig
 from nl2sql_assets.evaluation.judging.comparison import compare_results
-from nl2sql_assets.evaluation.neighbours.formats import format_of
+from nl2sql_assets.evaluation.neighbours.formats import FORMATS, format_of
 from nl2sql_assets.evaluation.neighbours.store import (
     KeptSet,
     gold_query,
@@ -199,8 +199,8 @@ def _audit_key(config: ProjectConfig, suite: Any, sets: dict[str, KeptSet]) -> s
     used = sorted({c.datasources[0] for c in neighbour_cases(suite)})
     described = {
         "version": AUDIT_VERSION, "cases": suite.model_dump(mode="json"), "path": str(suite.path),
-        "databases": {ds: file_digest(config.datasource(ds).database_file) for ds in used
-                      if has_neighbours(config.datasource(ds)) and config.datasource(ds).database_file.is_file()},
+        "databases": {ds: file_digest(config.datasource(ds).database_file) for ds in used  # a server's: its set's key
+                      if config.datasource(ds).engine in FORMATS and config.datasource(ds).database_file.is_file()},
         "timeouts": {ds: config.datasource(ds).timeout_s for ds in used},
         "sets": {ds: kept.manifest.key for ds, kept in sorted(sets.items())},
     }
@@ -235,15 +235,16 @@ def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
         by_datasource.setdefault(case.datasources[0], []).append(case)
     for datasource, its_cases in sorted(by_datasource.items()):
         ds = config.datasource(datasource)
-        if not has_neighbours(ds):
-            continue  # a server: its gold audit comes with its neighbour databases (not made yet)
-        files = format_of(ds.engine)
         kept = sets.get(datasource)
+        if not has_neighbours(ds) or (ds.engine not in FORMATS and kept is None):
+            continue  # no neighbour databases of this kind (a server's come with its set)
+        files = format_of(ds.engine)
         adapter = open_adapter(ds)
         paths = kept.paths if kept else []
         neighbour_adapters = [files.open(p) for p in paths]
-        # each database once more, scanned backwards (opened once: a DuckDB one is a copy)
-        backwards = [files.open_reversed(p, ds.timeout_s) for p in [ds.database_file, *paths]]
+        # each database once more, read backwards (opened once: a DuckDB or a server's one is a copy)
+        original = kept.source if kept is not None and kept.source is not None else ds.database_file
+        backwards = [files.open_reversed(p, ds.timeout_s) for p in [original, *paths]]
         try:
             # copies of one gold (the same SQL, order rule and alternatives) are audited once: their
             # findings are the same, each case's flags name its own file, line and id

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import hashlib
 import os
 import re
 import shutil
@@ -18,95 +19,20 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from nl2sql_assets.config import DatasourceConfig
-
-#: Rows read from a query per database when telling results apart: enough, never a flood.
-ROW_LIMIT = 2000
-TIMEOUT_S = 5.0
-
-
-@dataclass
-class Column:
-    name: str
-    type: str
-    not_null: bool
-    primary_key: bool
-    #: a CHECK constraint reads it (DuckDB says which columns): values stay in the column's own range
-    checked: bool = False
-
-    @property
-    def numeric(self) -> bool:
-        t = self.type.upper()
-        return any(word in t for word in ("INT", "REAL", "NUM", "DEC", "FLOA", "DOUB"))
-
-    @property
-    def integer(self) -> bool:
-        return "INT" in self.type.upper()
-
-
-@dataclass
-class Table:
-    name: str
-    create_sql: str
-    columns: list[Column]
-    #: column -> (parent table, parent column)
-    references: dict[str, tuple[str, str]] = field(default_factory=dict)
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
-    schema: str | None = None  # DuckDB: the schema, where it is not main
-
-    def index(self, column: str) -> int:
-        return next(i for i, c in enumerate(self.columns) if c.name.lower() == column.lower())
-
-    @property
-    def quoted(self) -> str:
-        name = '"' + self.name.replace('"', '""') + '"'
-        return f'"{self.schema}".{name}' if self.schema else name
-
-
-@dataclass
-class Source:
-    """What a neighbour copies of its source: the tables, parents before children, each with up
-    to ``max_rows`` of its rows (a fixed sample: the first by rowid), and the other objects'
-    CREATE statements (indexes are made before the rows, views after)."""
-
-    tables: list[Table]
-    indexes: list[str] = field(default_factory=list)
-    views: list[str] = field(default_factory=list)
-    schemas: list[str] = field(default_factory=list)  # DuckDB: schemas other than main
-
-
-def parents_first(tables: Mapping[str, Table]) -> list[Table]:
-    done: list[Table] = []
-    seen: set[str] = set()
-
-    def visit(name: str, path: tuple[str, ...]) -> None:
-        if name in seen or name not in tables or name in path:
-            return
-        for parent, _ in tables[name].references.values():
-            visit(parent, (*path, name))
-        seen.add(name)
-        done.append(tables[name])
-
-    for name in sorted(tables):
-        visit(name, ())
-    return done
-
-
-def _replace_into(temporary: Path, path: Path) -> Path:
-    temporary.chmod(0o444)
-    os.replace(temporary, path)
-    return path
-
-
-def _temporary(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.unlink(missing_ok=True)
-    return temporary
+from nl2sql_assets.evaluation.neighbours.tables import (
+    ROW_LIMIT,
+    TIMEOUT_S,
+    Column,
+    Source,
+    Table,
+    _replace_into,
+    _temporary,
+    parents_first,
+)
 
 
 def _read_only(name: str, engine: str, path: Path, timeout_s: float) -> DatasourceConfig:
@@ -568,12 +494,43 @@ def pool_size(tasks: int) -> int:
     return max(1, min(os.cpu_count() or 1, tasks))
 
 
+#: server engines whose neighbours are namespaces on a scratch server (``servers``), made on first use
+SERVER_ENGINES = ("postgres", "mysql")
+_SERVER_FORMATS: dict[str, Any] = {}
+
+
 def format_of(engine: str) -> NeighbourFormat:
-    try:
+    """The neighbour format of an engine: a file format, or a server's (``servers.ServerFiles``)."""
+    if engine in FORMATS:
         return FORMATS[engine]
-    except KeyError:
-        raise ValueError(f"neighbour databases are made of {' or '.join(FORMATS)} datasources, "
-                         f"not {engine}") from None
+    if engine in SERVER_ENGINES:
+        if engine not in _SERVER_FORMATS:
+            from nl2sql_assets.evaluation.neighbours.servers import ServerFiles
+
+            _SERVER_FORMATS[engine] = ServerFiles(engine)
+        return _SERVER_FORMATS[engine]
+    raise ValueError(f"neighbour databases are made of {', '.join([*FORMATS, *SERVER_ENGINES])} datasources, "
+                     f"not {engine}")
+
+
+def fingerprint(path: Path, engine: str, max_rows: int) -> str:
+    """What a set's neighbours depend on of their source: a file's bytes, a server's catalog and
+    sampled rows."""
+    files = format_of(engine)
+    if hasattr(files, "fingerprint"):
+        return files.fingerprint(path, max_rows)
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def discard(path: Path, engine: str) -> None:
+    """A candidate not kept: a server's namespace dropped (a file goes with its folder)."""
+    files = format_of(engine)
+    if hasattr(files, "discard"):
+        files.discard(path)
 
 
 def format_of_file(path: Path) -> NeighbourFormat:

@@ -32,8 +32,9 @@ from nl2sql_assets.evaluation.neighbours.formats import (
 )
 
 #: Bumped whenever the same inputs could give other databases: part of what a neighbour's rows depend on.
-#: 4: targeted candidates built from the gold's own trees (``targeted_neighbours``) beside the drawn ones.
-GENERATOR_VERSION = 4
+#: 4: targeted candidates built from the gold's own trees (``targeted_neighbours``) beside the drawn ones;
+#: 5: a compared value now and then written into every row of its column.
+GENERATOR_VERSION = 5
 #: The kinds of neighbour, dealt in turn: each leans on one way near-miss SQL is told apart.
 FLAVOURS = ("sample", "boundaries", "duplicates", "nulls", "tiny", "sample", "boundaries", "ties")
 

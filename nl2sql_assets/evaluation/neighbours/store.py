@@ -14,6 +14,7 @@ every suite the project runs, grouped by datasource, each datasource's set built
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -33,7 +34,13 @@ from nl2sql_assets.config import DatasourceConfig, NeighbourSettings, ProjectCon
 from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.judging.comparison import COMPARATOR_VERSION, compare_results
 from nl2sql_assets.evaluation.neighbours.distill import Distillation, GoldQuery, distill, distinct_golds
-from nl2sql_assets.evaluation.neighbours.formats import FORMATS, format_of
+from nl2sql_assets.evaluation.neighbours.formats import (
+    FORMATS,
+    SERVER_ENGINES,
+    discard,
+    fingerprint,
+    format_of,
+)
 from nl2sql_assets.evaluation.neighbours.generate import (
     GENERATOR_VERSION,
     generate_neighbours,
@@ -175,10 +182,11 @@ def file_digest(path: Path) -> str:
 
 
 def set_key(source: Path, golds: Sequence[GoldQuery], settings: NeighbourSettings, engine: str = "sqlite") -> str:
-    """The digest of everything a set's files depend on."""
+    """The digest of everything a set's files depend on: the database (a file's bytes; a server's
+    catalog, sampled rows and scratch place), the gold, the settings, the versions."""
     described = {
         "generator": GENERATOR_VERSION, "comparator": COMPARATOR_VERSION, "engine": engine,
-        **settings.set_identity(), "database": file_digest(source),
+        **settings.set_identity(), "database": fingerprint(source, engine, settings.max_rows),
         "golds": sorted(g.digest for g in distinct_golds(golds)),
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:20]
@@ -203,13 +211,7 @@ def neighbour_set(datasource: DatasourceConfig, golds: Sequence[GoldQuery], fold
     """The kept neighbours of ``datasource`` for ``golds``: read back when built before with the
     same inputs, else generated, distilled and stored."""
     settings = settings or NeighbourSettings()
-    if datasource.engine not in FORMATS:
-        raise UserError(f"datasource {datasource.id!r}: neighbour databases are made of "
-                        f"{' or '.join(FORMATS)} datasources, not {datasource.engine}")
-    source = datasource.database_file
-    if not source.is_file():
-        raise UserError(f"datasource {datasource.id!r}: database file not found: {source} "
-                        "(run `nl2sql-assets data` to make the demo's)")
+    source = source_of(datasource, folder, settings)
     key = set_key(source, golds, settings, datasource.engine)
     home = folder / datasource.id / key
     stored = read_set(home)
@@ -217,7 +219,7 @@ def neighbour_set(datasource: DatasourceConfig, golds: Sequence[GoldQuery], fold
         stored.source = source
         return stored
     try:
-        built = _build(datasource, golds, folder, home, key, settings, workers)
+        built = _build(datasource, source, golds, folder, home, key, settings, workers)
         built.source = source
         return built
     except (sqlite3.DatabaseError, duckdb_errors()) as exc:  # not a database, or a damaged one
@@ -232,11 +234,32 @@ def duckdb_errors() -> type[BaseException]:
     return duckdb.Error
 
 
-def _build(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Path, home: Path, key: str,
-           settings: NeighbourSettings, workers: int | None) -> KeptSet:
-    files = format_of(datasource.engine)
+def source_of(datasource: DatasourceConfig, folder: Path, settings: NeighbourSettings) -> Path:
+    """What a datasource's neighbours are made of: its database file, or for a server its handle
+    (``servers``: its settings, never a password, and where its neighbours are made), kept under
+    ``folder/<datasource>/``."""
+    if datasource.engine not in FORMATS and datasource.engine not in SERVER_ENGINES:
+        raise UserError(f"datasource {datasource.id!r}: neighbour databases are made of "
+                        f"{', '.join([*FORMATS, *SERVER_ENGINES])} datasources, not {datasource.engine}")
+    if datasource.engine in SERVER_ENGINES:
+        from nl2sql_assets.evaluation.neighbours.servers import source_handle
+
+        (folder / datasource.id).mkdir(parents=True, exist_ok=True)
+        return source_handle(folder / datasource.id / f"source{format_of(datasource.engine).suffix}", datasource,
+                             settings.url_env)
     source = datasource.database_file
+    if not source.is_file():
+        raise UserError(f"datasource {datasource.id!r}: database file not found: {source} "
+                        "(run `nl2sql-assets data` to make the demo's)")
+    return source
+
+
+def _build(datasource: DatasourceConfig, source: Path, golds: Sequence[GoldQuery], folder: Path, home: Path,
+           key: str, settings: NeighbourSettings, workers: int | None) -> KeptSet:
+    files = format_of(datasource.engine)
     started = time.perf_counter()
+    pool: list[Path] = []
+    kept_paths: list[Path] = []
     (folder / datasource.id).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=folder / datasource.id))
     try:
@@ -250,12 +273,16 @@ def _build(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Pat
         generated = time.perf_counter()
         result = distill(golds, source, pool, settings.count, datasource.engine, workers=workers)
         distilled = time.perf_counter()
+        for index, path in enumerate(pool):
+            if index not in result.kept:
+                discard(path, datasource.engine)  # a server's namespace goes; a file goes with the folder
         built = work / "set"
         built.mkdir()
         kept: list[NeighbourFile] = []
         for n, index in enumerate(result.kept):
             name = f"neighbour_{n:02d}{files.suffix}"
             os.replace(pool[index], built / name)
+            kept_paths.append(built / name)
             kept.append(NeighbourFile(name=name, rows=_row_counts(built / name, datasource.engine),
                                       bytes=(built / name).stat().st_size,
                                       separates=len(result.by_neighbour.get(index, ()))))
@@ -279,6 +306,8 @@ def _build(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Pat
         (built / MANIFEST).write_text(manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
         other = read_set(home)
         if other is not None:  # another process (a shard's worker, a parallel partition) finished first
+            for path in kept_paths:
+                discard(path, datasource.engine)
             return other
         if home.exists():  # a set left half-made (its manifest or a file missing): made again
             shutil.rmtree(home, ignore_errors=True)
@@ -288,7 +317,14 @@ def _build(datasource: DatasourceConfig, golds: Sequence[GoldQuery], folder: Pat
             other = read_set(home)
             if other is None:
                 raise
+            for path in kept_paths:
+                discard(path, datasource.engine)
             return other
+    except BaseException:
+        for path in [*pool, *kept_paths]:  # a server's namespaces made so far go with the failed build
+            with contextlib.suppress(Exception):
+                discard(path, datasource.engine)
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return KeptSet(manifest, home)
@@ -406,15 +442,16 @@ def project_sets(config: ProjectConfig, suites: Iterable[tuple[str, EvalSuite]],
         if datasource not in known:
             continue  # the run names it as it selects cases; its own error is the runner's
         if not has_neighbours(known[datasource]):
-            continue  # a server's neighbours are not made yet: graded on the original only (``original_only``)
+            continue  # a kind without neighbour databases: graded on the original only (``original_only``)
         out[datasource] = neighbour_set(config.datasource(datasource), golds[datasource], folder, settings,
                                         workers=workers)
     return out
 
 
 def has_neighbours(datasource: DatasourceConfig) -> bool:
-    """Whether neighbour databases are made of this datasource's kind (files; not servers yet)."""
-    return datasource.engine in FORMATS
+    """Whether neighbour databases are made of this datasource's kind (files, and Postgres and
+    MySQL/MariaDB servers)."""
+    return datasource.engine in FORMATS or datasource.engine in SERVER_ENGINES
 
 
 def original_only(config: ProjectConfig, datasources: Iterable[str]) -> list[str]:
@@ -434,3 +471,76 @@ def sets_of_folders(folders: Mapping[str, str | Path]) -> dict[str, KeptSet]:
                             "run again and they are made anew")
         out[datasource] = kept
     return out
+
+
+# ---------------------------------------------------------------- pruning
+
+
+@dataclass
+class Pruned:
+    """What ``prune_sets`` removed (or, dry, would remove): set folders, and server namespaces."""
+
+    kept: list[str]
+    sets: list[str]
+    namespaces: list[str]
+
+
+def prune_sets(config: ProjectConfig, settings: NeighbourSettings, folder: Path, *, dry_run: bool = False) -> Pruned:
+    """Remove every kept set under ``folder`` that no run of the project's suites uses with
+    ``settings`` (evals.yaml's suites, alone or with one more of its suites/ files: another
+    database, gold or setting made the rest), and on each server datasource's
+    scratch place every namespace of ours that no remaining set names (the candidates of a build
+    that died, the witness search's scratch of a process that was killed)."""
+    from nl2sql_assets.evaluation.neighbours.servers import PREFIX, ServerFiles, handle_scratch, read_handle
+    from nl2sql_assets.evaluation.suites import load_suite
+
+    known = {d.id: d for d in config.datasources}
+    # what a run grades on: evals.yaml's suites, alone or with one more suite file of the project's
+    runs = [project_suites(config)]
+    for path in sorted((config.root / "suites").glob("*.yaml")) if (config.root / "suites").is_dir() else []:
+        with contextlib.suppress(UserError, OSError):
+            runs.append(project_suites(config, [(path.stem, load_suite(path))]))
+    wanted: set[Path] = set()
+    sources: dict[str, Path] = {}
+    for suites in runs:
+        for datasource, its_golds in golds_by_datasource(suites).items():
+            ds = known.get(datasource)
+            if ds is None or not has_neighbours(ds):
+                continue
+            if datasource not in sources:
+                sources[datasource] = source_of(ds, folder, settings)
+            wanted.add(folder / datasource / set_key(sources[datasource], its_golds, settings, ds.engine))
+    removed: list[str] = []
+    for home in sorted(p for p in folder.glob("*/*") if p.is_dir() and p.parent.name in known):
+        if home in wanted or home.name in ("audits", "audit"):
+            continue
+        removed.append(str(home))
+        if not dry_run:
+            engine = known[home.parent.name].engine
+            for handle in [*home.glob("*.json"), *(home / "witnesses").glob("*.json")]:
+                if handle.name.endswith((".pg.json", ".mysql.json")):
+                    discard(handle, engine)
+            shutil.rmtree(home, ignore_errors=True)
+    named: set[str] = set()
+    for handle in folder.glob("*/*/**/*.json"):
+        if handle.name.endswith((".pg.json", ".mysql.json")) and handle.parent.is_dir():
+            with contextlib.suppress(UserError):
+                named.add(read_handle(handle)[1] or "")
+    namespaces: list[str] = []
+    for ds in known.values():
+        if ds.engine not in SERVER_ENGINES:
+            continue
+        files = format_of(ds.engine)
+        assert isinstance(files, ServerFiles)
+        handle = folder / ds.id / f"source{files.suffix}"
+        if not handle.is_file():
+            continue
+        scratch = handle_scratch(handle)  # where this datasource's neighbours live
+        if scratch is None:
+            continue
+        for namespace in files.catalog.namespaces(scratch):
+            if namespace.startswith(PREFIX) and namespace not in named and namespace not in namespaces:
+                namespaces.append(namespace)
+                if not dry_run:
+                    files.catalog.drop(scratch, namespace)
+    return Pruned(kept=sorted(str(p) for p in wanted if p.is_dir()), sets=removed, namespaces=namespaces)

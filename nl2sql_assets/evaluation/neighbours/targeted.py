@@ -325,7 +325,9 @@ def values_for(table: Table, index: int, wanted: Sequence[Any]) -> tuple[list[An
 
 
 def literal(b: Builder) -> None:
-    """Each compared column given the focus's values (and those beside them) in some rows."""
+    """Each compared column given the focus's values (and those beside them) in some rows; now and
+    then one value in every row (each row then passes the filter, so what other strategies built
+    shows through it: two playlists both named as the question says)."""
     for table in b.scope:
         rows = b.rows.get(table.name, [])
         for i, column in enumerate(table.columns):
@@ -335,9 +337,18 @@ def literal(b: Builder) -> None:
             exact, near = b.values(table, i, wanted)
             if not exact and not near:
                 continue
+            if exact and b.rng.random() < ALL_ROWS:
+                value = b.rng.choice(exact)
+                for row in rows:
+                    row[i] = value
+                continue
             for row in rows:
                 if b.rng.random() < 0.6:
                     row[i] = b.rng.choice(exact if exact and (not near or b.rng.random() < 0.6) else near)
+
+
+#: chance the literal strategy writes one compared value into every row of its column
+ALL_ROWS = 0.3
 
 
 def threshold(b: Builder) -> None:

@@ -46,7 +46,7 @@ from nl2sql_assets.evaluation.neighbours.verdict import evidence
 
 #: Bumped whenever the same pass and budget could find another witness (or none): part of a
 #: stored outcome's key and of a record's series.
-WITNESS_VERSION = 1
+WITNESS_VERSION = 2
 #: candidate databases tried per pass when the settings do not say
 DEFAULT_CANDIDATES = 32
 FOLDER = "witnesses"

@@ -1,0 +1,777 @@
+"""Neighbour databases of a server datasource (Postgres, MySQL/MariaDB), never inside it.
+
+A server's neighbour is a namespace in a scratch place: on Postgres a schema in a scratch database
+(by default ``<source>_nl2sql_neighbours`` beside the source, made where the role may; or the
+database of the URL ``neighbours: url_env`` names), on MySQL/MariaDB a database of its own on the
+scratch server. The source is only read: its catalog (column types, enums, primary and unique keys,
+foreign keys, NOT NULL, CHECK, unique indexes, views) and a bounded sample of each table's rows
+(``LIMIT``, never a full scan). A neighbour is made with the source's own definitions, so the
+database itself refuses a row that breaks one; its rows are written in batches, a refused batch
+split in halves.
+
+What stands for a database file elsewhere in ``neighbours`` is a *handle*: a small JSON file naming
+the engine, the datasource settings it is reached with (its URL's variable, never a password) and
+the namespace. ``ServerFiles`` reads and writes through handles as ``formats`` does through files,
+so generation, distillation, the kept sets, the gold audit and the witness search run unchanged.
+Namespaces are named ``nl2sql_nb_...``; ``discard`` drops one (a candidate not kept, a pruned set),
+and the witness search refills one per thread (``ServerMemory``), dropped when its process ends.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from nl2sql_assets.config import DatasourceConfig
+from nl2sql_assets.errors import UserError
+from nl2sql_assets.evaluation.neighbours.tables import (
+    ROW_LIMIT,
+    TIMEOUT_S,
+    Column,
+    Source,
+    Table,
+    _replace_into,
+    _temporary,
+    parents_first,
+)
+
+#: what every namespace this module makes is called at its start (``prune`` looks for it)
+PREFIX = "nl2sql_nb_"
+#: rows an INSERT statement carries at once
+BATCH = 500
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """Where a server datasource's neighbours are made: the datasource settings that reach the
+    scratch database (Postgres) or server (MySQL), the source's own id and name for messages."""
+
+    config: DatasourceConfig
+    source: str
+
+    def identity(self) -> str:
+        from nl2sql_assets.datasources.engines import engine_of
+
+        return json.dumps(engine_of(self.config.engine).identity(self.config), sort_keys=True)
+
+
+def write_handle(path: Path, config: DatasourceConfig, namespace: str | None,
+                 scratch: DatasourceConfig | None = None) -> Path:
+    """A handle file: the settings a database is reached with (never a password), its namespace,
+    and, for a source, where its neighbours are made."""
+    data = {"engine": config.engine, "config": config.model_dump(mode="json", exclude={"path"}),
+            "namespace": namespace,
+            "scratch": None if scratch is None else scratch.model_dump(mode="json", exclude={"path"})}
+    temporary = _temporary(path)
+    temporary.write_text(json.dumps(data, sort_keys=True) + "\n", encoding="utf-8")
+    return _replace_into(temporary, path)
+
+
+def read_handle(path: Path) -> tuple[DatasourceConfig, str | None]:
+    config, namespace, _ = _handle(path)
+    return config, namespace
+
+
+def _handle(path: Path) -> tuple[DatasourceConfig, str | None, DatasourceConfig | None]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        scratch = data.get("scratch")
+        return (DatasourceConfig.model_validate(data["config"]), data.get("namespace"),
+                None if scratch is None else DatasourceConfig.model_validate(scratch))
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"{path}: cannot read this neighbour's handle ({exc}); delete its set's folder and it is "
+                        "made again") from None
+
+
+def handle_scratch(path: Path) -> DatasourceConfig | None:
+    """Where the neighbours of the source a handle names are made (None: a neighbour's handle)."""
+    return _handle(path)[2]
+
+
+def source_handle(path: Path, datasource: DatasourceConfig, url_env: str | None) -> Path:
+    """The handle of a server datasource as the source of its neighbours (written at ``path``, left
+    as it is when it says the same)."""
+    scratch = scratch_of(datasource, url_env)
+    text = json.dumps({"engine": datasource.engine,
+                       "config": datasource.model_dump(mode="json", exclude={"path"}), "namespace": None,
+                       "scratch": scratch.config.model_dump(mode="json", exclude={"path"})}, sort_keys=True) + "\n"
+    ensure_scratch_database(scratch.config)  # here, once: not from each worker making a neighbour
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        write_handle(path, datasource, None, scratch.config)
+    return path
+
+
+def namespace_for(path: Path) -> str:
+    """The namespace of the neighbour written at ``path``: unique to that file, whatever its set."""
+    return PREFIX + hashlib.sha256(str(Path(path).resolve()).encode("utf-8")).hexdigest()[:16]
+
+
+class ServerFiles:
+    """The neighbour format of one server engine (``postgres``, ``mysql``): read, write, open,
+    open backwards, discard; a scratch database for the witness search."""
+
+    suffix: ClassVar[str] = ".json"
+
+    def __init__(self, engine: str) -> None:
+        self.engine = engine
+        self.dialect = engine
+        self.suffix = ".pg.json" if engine == "postgres" else ".mysql.json"
+        self.catalog: ServerCatalog = PostgresCatalog() if engine == "postgres" else MysqlCatalog()
+
+    # ------------------------------------------------------------ the source
+
+    def read(self, path: Path, max_rows: int | None) -> Source:
+        config, namespace, scratch = _handle(path)
+        source = self.catalog.read(config, namespace, max_rows)
+        source.scratch = Scratch(scratch or config, config.id)
+        return source
+
+    def fingerprint(self, path: Path, max_rows: int) -> str:
+        """A digest of what the neighbours copy (the catalog and the sampled rows) and of where
+        they are made."""
+        source = self.read(path, max_rows)
+        digest = hashlib.sha256(source.scratch.identity().encode("utf-8"))
+        for part in [*source.types, *source.constraints, *source.indexes, *source.views]:
+            digest.update(part.encode("utf-8"))
+        for table in source.tables:
+            digest.update(table.create_sql.encode("utf-8"))
+            digest.update(json.dumps([list(r) for r in table.rows], default=str).encode("utf-8"))
+        return digest.hexdigest()
+
+    # ------------------------------------------------------------ neighbours
+
+    def write(self, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]], path: Path) -> Path:
+        scratch: Scratch = source.scratch
+        if scratch is None:
+            raise ValueError("a server's source carries where its neighbours are made (Source.scratch)")
+        namespace = namespace_for(path)
+        self.catalog.make(scratch.config, namespace, source, rows)
+        return write_handle(path, scratch.config, namespace)
+
+    def open(self, path: Path) -> Any:
+        config, namespace = read_handle(path)
+        return self.catalog.open(config, namespace)
+
+    def open_reversed(self, path: Path, timeout_s: float = TIMEOUT_S) -> Any:
+        """A copy of the database holding each table's rows in the other order, dropped on close
+        (Postgres reads a table in the order its rows went in; so does MySQL where no key orders it)."""
+        config, namespace = read_handle(path)
+        source = self.catalog.read(config, namespace, None)
+        scratch = source.scratch or Scratch(config, config.id)
+        copy = f"{namespace or PREFIX + 'src'}_r{os.getpid()}_{threading.get_ident() % 100000}"
+        self.catalog.make(scratch.config, copy, source, {t.name: t.rows[::-1] for t in source.tables})
+        adapter = self.catalog.open(scratch.config, copy, timeout_s)
+        return _DroppedOnClose(adapter, lambda: self.catalog.drop(scratch.config, copy))
+
+    def discard(self, path: Path) -> None:
+        """Drop the neighbour's namespace and its handle (a candidate not kept, a pruned set)."""
+        with contextlib.suppress(UserError):
+            config, namespace = read_handle(path)
+            if namespace is not None:
+                self.catalog.drop(config, namespace)
+        with contextlib.suppress(OSError):
+            Path(path).chmod(0o644)
+            Path(path).unlink()
+
+    # ------------------------------------------------------------ the witness search
+
+    def template(self, source: Source) -> ServerMemory:
+        return ServerMemory(self.catalog, source)
+
+    def scratch(self, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]], template: Any = None) -> Any:
+        memory = template if template is not None else ServerMemory(self.catalog, source)
+        return ServerScratch(self, memory, source, rows)
+
+
+class _DroppedOnClose:
+    def __init__(self, adapter: Any, drop: Any) -> None:
+        self.adapter, self._drop = adapter, drop
+
+    def execute(self, sql: str, **kwargs: Any) -> Any:
+        return self.adapter.execute(sql, **kwargs)
+
+    def close(self) -> None:
+        self.adapter.close()
+        self._drop()
+
+
+class ServerMemory:
+    """The witness search's scratch namespaces: one pair per thread (forwards, backwards), made on
+    first use, refilled for each candidate, dropped when the process ends."""
+
+    def __init__(self, catalog: ServerCatalog, source: Source) -> None:
+        self.catalog = catalog
+        self.source = source
+        self._local = threading.local()
+        self._made: list[str] = []
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+
+    def fill(self, rows: Mapping[str, Sequence[tuple[Any, ...]]], *, backwards: bool = False) -> Any:
+        """This thread's namespace (its backwards one) holding ``rows`` alone, and an adapter on it."""
+        name = "backwards" if backwards else "forwards"
+        held = getattr(self._local, name, None)
+        scratch: Scratch = self.source.scratch
+        if held is None:
+            namespace = f"{PREFIX}w{os.getpid()}_{threading.get_ident() % 1000000}{'b' if backwards else 'f'}"
+            self.catalog.make(scratch.config, namespace, self.source, {})
+            with self._lock:
+                self._made.append(namespace)
+            held = (namespace, self.catalog.open(scratch.config, namespace))
+            setattr(self._local, name, held)
+        namespace, adapter = held
+        self.catalog.refill(scratch.config, namespace, self.source,
+                            {n: list(r)[::-1] for n, r in rows.items()} if backwards else rows)
+        return adapter
+
+    def close(self) -> None:
+        with self._lock:
+            made, self._made = self._made, []
+        scratch: Scratch = self.source.scratch
+        for namespace in made:
+            with contextlib.suppress(Exception):
+                self.catalog.drop(scratch.config, namespace)
+
+
+class ServerScratch:
+    """One witness candidate on a server: this thread's scratch namespace refilled with its rows."""
+
+    def __init__(self, files: ServerFiles, memory: ServerMemory, source: Source,
+                 rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+        self.files, self.memory, self.source, self.rows = files, memory, source, rows
+        self._adapter = memory.fill(rows)
+
+    def adapter(self) -> Any:
+        return _Borrowed(self._adapter)
+
+    def reversed(self) -> Any:
+        return _Borrowed(self.memory.fill(self.rows, backwards=True))
+
+    def save(self, path: Path) -> Path:
+        return self.files.write(self.source, self.rows, path)
+
+    def close(self) -> None:
+        return None
+
+
+class _Borrowed:
+    """An adapter the scratch keeps open for the next candidate: closing it does nothing."""
+
+    def __init__(self, adapter: Any) -> None:
+        self.adapter = adapter
+
+    def execute(self, sql: str, **kwargs: Any) -> Any:
+        return self.adapter.execute(sql, **kwargs)
+
+    def close(self) -> None:
+        return None
+
+
+# ---------------------------------------------------------------- each engine's catalog
+
+
+class ServerCatalog:
+    """How one server engine's source is read and a namespace made, filled, opened and dropped."""
+
+    engine: ClassVar[str]
+    quote: ClassVar[str]
+
+    def connect(self, config: DatasourceConfig, database: str | None = None) -> Any:
+        raise NotImplementedError
+
+    def read(self, config: DatasourceConfig, namespace: str | None, max_rows: int | None) -> Source:
+        raise NotImplementedError
+
+    def make(self, config: DatasourceConfig, namespace: str, source: Source,
+             rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+        raise NotImplementedError
+
+    def refill(self, config: DatasourceConfig, namespace: str, source: Source,
+               rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+        raise NotImplementedError
+
+    def drop(self, config: DatasourceConfig, namespace: str) -> None:
+        raise NotImplementedError
+
+    def namespaces(self, config: DatasourceConfig) -> list[str]:
+        """Every namespace of the scratch place this module made (``PREFIX``)."""
+        raise NotImplementedError
+
+    def open(self, config: DatasourceConfig, namespace: str | None, timeout_s: float = TIMEOUT_S) -> Any:
+        from nl2sql_assets.datasources.engines import engine_of
+
+        cfg = config.model_copy(update={"id": "neighbour", "row_limit": ROW_LIMIT, "timeout_s": timeout_s})
+        if namespace is not None:
+            cfg = self.namespaced(cfg, namespace)
+        return engine_of(cfg.engine).open(cfg, bulk=True)
+
+    def namespaced(self, config: DatasourceConfig, namespace: str) -> DatasourceConfig:
+        raise NotImplementedError
+
+    def q(self, name: str) -> str:
+        return self.quote + name.replace(self.quote, self.quote * 2) + self.quote
+
+    def insert(self, cur: Any, savepoint: Any, table: Table, rows: Sequence[tuple[Any, ...]],
+               qualified: str) -> None:
+        """``rows`` into ``qualified``, each one the database refuses left out: a batch at a time
+        under a savepoint, a refused batch split in halves."""
+        if not rows:
+            return
+        marks = "(" + ", ".join(["%s"] * len(table.columns)) + ")"
+        for start in range(0, len(rows), BATCH):
+            batch = [self.value_row(r) for r in rows[start:start + BATCH]]
+            self._insert(cur, savepoint, qualified, marks, batch)
+
+    def _insert(self, cur: Any, savepoint: Any, qualified: str, marks: str, rows: list[tuple[Any, ...]]) -> None:
+        savepoint(cur, "SAVEPOINT nl2sql_batch")
+        try:
+            cur.execute(f"INSERT INTO {qualified} VALUES {', '.join([marks] * len(rows))}",
+                        [v for row in rows for v in row])
+        except self.refused() as exc:
+            savepoint(cur, "ROLLBACK TO SAVEPOINT nl2sql_batch")
+            if len(rows) > 1:
+                middle = len(rows) // 2
+                self._insert(cur, savepoint, qualified, marks, rows[:middle])
+                self._insert(cur, savepoint, qualified, marks, rows[middle:])
+            del exc
+            return
+        savepoint(cur, "RELEASE SAVEPOINT nl2sql_batch")
+
+    def refused(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
+    def value_row(self, row: Sequence[Any]) -> tuple[Any, ...]:
+        return tuple(row)
+
+
+class PostgresCatalog(ServerCatalog):
+    engine = "postgres"
+    quote = '"'
+
+    def _pg(self) -> Any:
+        from nl2sql_assets.datasources.postgres import _driver
+
+        return _driver()
+
+    def connect(self, config: DatasourceConfig, database: str | None = None) -> Any:
+        from nl2sql_assets.datasources.base import DatasourceUnavailable
+        from nl2sql_assets.datasources.postgres import CONNECT_TIMEOUT_S
+        from nl2sql_assets.datasources.server import ServerAddress
+
+        pg = self._pg()
+        a = ServerAddress.of(config, ("postgresql", "postgres"), 5432)
+        dbname = database or config.database or a.database
+        try:
+            conn = pg.connect(host=a.host, port=a.port, user=a.user, password=a.password, dbname=dbname,
+                              connect_timeout=CONNECT_TIMEOUT_S, application_name="nl2sql-assets-neighbours")
+        except pg.OperationalError as exc:
+            from nl2sql_assets.datasources.postgres import _first_line
+
+            raise DatasourceUnavailable(f"{a.where('Postgres', config.id, dbname)}: cannot connect: "
+                                        f"{_first_line(exc)}") from None
+        conn.autocommit = True
+        return conn
+
+    def namespaced(self, config: DatasourceConfig, namespace: str) -> DatasourceConfig:
+        return config.model_copy(update={"schemas": [namespace]})
+
+    def refused(self) -> tuple[type[BaseException], ...]:
+        pg = self._pg()
+        return (pg.IntegrityError, pg.DataError, pg.errors.DatatypeMismatch)
+
+    def value_row(self, row: Sequence[Any]) -> tuple[Any, ...]:
+        from psycopg2.extras import Json
+
+        return tuple(Json(v) if isinstance(v, dict) else v for v in row)
+
+    def read(self, config: DatasourceConfig, namespace: str | None, max_rows: int | None) -> Source:
+        conn = self.connect(config)
+        try:
+            with conn.cursor() as cur:
+                if namespace is not None:
+                    schema = namespace
+                elif config.schemas:
+                    if len(config.schemas) > 1:
+                        raise UserError(f"datasource {config.id!r}: neighbour databases are made of one schema; "
+                                        f"this one reads {', '.join(config.schemas)} (give it one, or grade on "
+                                        "the original only with --no-neighbours)")
+                    schema = config.schemas[0]
+                else:
+                    cur.execute("SELECT current_schema()")
+                    schema = cur.fetchone()[0]
+                cur.execute("BEGIN READ ONLY")
+                cur.execute("SELECT set_config('search_path', %s, true)", (self.q(schema),))
+                return self._read(cur, schema, max_rows)
+        finally:
+            conn.close()
+
+    def _read(self, cur: Any, schema: str, max_rows: int | None) -> Source:
+        cur.execute("SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND NOT c.relispartition ORDER BY c.relname",
+                    (schema,))
+        relations = cur.fetchall()
+        tables: dict[str, Table] = {}
+        types: dict[str, str] = {}
+        constraints: list[str] = []
+        indexes: list[str] = []
+        for oid, name in relations:
+            cur.execute(
+                "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, t.typtype, t.oid, t.typname, "
+                "format_type(t.typbasetype, t.typtypmod), a.attgenerated <> '' "
+                "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum", (oid,))
+            columns = []
+            parts = []
+            for attname, type_text, not_null, typtype, type_oid, typname, base, generated in cur.fetchall():
+                if typtype == "e":  # an enum: made again in the neighbour's schema, named there
+                    cur.execute("SELECT enumlabel FROM pg_enum WHERE enumtypid = %s ORDER BY enumsortorder",
+                                (type_oid,))
+                    labels = ", ".join("'" + r[0].replace("'", "''") + "'" for r in cur.fetchall())
+                    types[typname] = f"CREATE TYPE {self.q(typname)} AS ENUM ({labels})"
+                    type_text = self.q(typname)
+                elif typtype == "d":  # a domain: its base type (its own CHECK is not copied)
+                    type_text = base
+                if generated:
+                    continue  # a generated column takes no value of its own: left out of the copy
+                columns.append(Column(attname, type_text, bool(not_null), False))
+                parts.append(f"{self.q(attname)} {type_text}" + (" NOT NULL" if not_null else ""))
+            cur.execute("SELECT contype, pg_get_constraintdef(oid, true), conname, "
+                        "ARRAY(SELECT a.attname FROM unnest(conkey) u(n) JOIN pg_attribute a ON a.attrelid = conrelid "
+                        "AND a.attnum = u.n), confrelid::regclass::text, "
+                        "ARRAY(SELECT a.attname FROM unnest(confkey) u(n) JOIN pg_attribute a ON a.attrelid = confrelid "
+                        "AND a.attnum = u.n) FROM pg_constraint WHERE conrelid = %s ORDER BY contype, conname", (oid,))
+            table = Table(name, "", columns, quote='"')
+            for contype, definition, conname, keys, parent, parent_keys in cur.fetchall():
+                if contype == "p":
+                    for column in columns:
+                        column.primary_key = column.name in keys
+                    parts.append(definition)
+                elif contype in ("u", "c"):
+                    parts.append(definition)
+                    if contype == "c":
+                        for column in columns:
+                            column.checked = column.checked or column.name in keys
+                elif contype == "f":
+                    if "." in parent.replace('"', ""):
+                        raise UserError(f"table {schema}.{name} refers to {parent}, in another schema: neighbour "
+                                        "databases are made of one schema's tables")
+                    constraints.append(f"ALTER TABLE {self.q(name)} ADD CONSTRAINT {self.q(conname)} {definition}")
+                    if len(keys) == 1 and len(parent_keys) == 1:
+                        table.references[keys[0]] = (parent.strip('"'), parent_keys[0])
+            table.create_sql = f"CREATE TABLE {self.q(name)} ({', '.join(parts)})"
+            cur.execute("SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i WHERE i.indrelid = %s AND i.indisunique "
+                        "AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)", (oid,))
+            indexes += [r[0].replace(f" ON {self.q(schema)}.", " ON ").replace(f" ON {schema}.", " ON ")
+                        for r in cur.fetchall()]
+            limit = "" if max_rows is None else f" LIMIT {int(max_rows)}"
+            names = ", ".join(self.q(c.name) for c in columns)
+            cur.execute(f"SELECT {names} FROM {self.q(schema)}.{self.q(name)}{limit}")
+            table.rows = [tuple(r) for r in cur.fetchall()]
+            tables[name] = table
+        cur.execute("SELECT c.relname, pg_get_viewdef(c.oid, true) FROM pg_class c JOIN pg_namespace n "
+                    "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'v' ORDER BY c.relname", (schema,))
+        views = [f"CREATE VIEW {self.q(v)} AS {d}" for v, d in cur.fetchall()]
+        return Source(parents_first(tables), indexes=indexes, views=views, types=list(types.values()),
+                      constraints=constraints)
+
+    @contextlib.contextmanager
+    def _in(self, config: DatasourceConfig, namespace: str) -> Iterator[Any]:
+        conn = self.connect(config)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("BEGIN")
+                cur.execute(f"SET LOCAL search_path TO {self.q(namespace)}")
+                yield cur
+                cur.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.rollback()
+            raise
+        finally:
+            conn.close()
+
+    def make(self, config: DatasourceConfig, namespace: str, source: Source,
+             rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+        ensure_scratch_database(config)
+        with self._in(config, namespace) as cur:
+            cur.execute(f"DROP SCHEMA IF EXISTS {self.q(namespace)} CASCADE")
+            cur.execute(f"CREATE SCHEMA {self.q(namespace)}")
+            for sql in source.types:
+                cur.execute(sql)
+            for table in source.tables:
+                cur.execute(table.create_sql)
+            for sql in source.indexes:
+                cur.execute(sql)
+            for sql in source.constraints:
+                cur.execute(sql)
+            self._fill(cur, namespace, source, rows)
+            for view in source.views:
+                cur.execute("SAVEPOINT nl2sql_view")
+                try:
+                    cur.execute(view)
+                    cur.execute("RELEASE SAVEPOINT nl2sql_view")
+                except self._pg().Error:  # a view over another schema's tables: left out
+                    cur.execute("ROLLBACK TO SAVEPOINT nl2sql_view")
+
+    def _fill(self, cur: Any, namespace: str, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+        def savepoint(c: Any, sql: str) -> None:
+            c.execute(sql)
+
+        for table in source.tables:
+            self.insert(cur, savepoint, table, list(rows.get(table.name, ())),
+                        f"{self.q(namespace)}.{self.q(table.name)}")
+
+    def refill(self, config: DatasourceConfig, namespace: str, source: Source,
+               rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+        with self._in(config, namespace) as cur:
+            names = ", ".join(f"{self.q(namespace)}.{self.q(t.name)}" for t in source.tables)
+            if names:
+                cur.execute(f"TRUNCATE {names}")
+            self._fill(cur, namespace, source, rows)
+
+    def drop(self, config: DatasourceConfig, namespace: str) -> None:
+        conn = self.connect(config)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"DROP SCHEMA IF EXISTS {self.q(namespace)} CASCADE")
+        finally:
+            conn.close()
+
+    def namespaces(self, config: DatasourceConfig) -> list[str]:
+        conn = self.connect(config)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s ORDER BY 1", (PREFIX + "%",))
+                return [r[0] for r in cur.fetchall()]
+        finally:
+            conn.close()
+
+
+def ensure_scratch_database(config: DatasourceConfig) -> None:
+    """The scratch database a Postgres datasource's neighbours live in, made where it is missing
+    (by the source's role, connected to the source's database); a UserError with the fix where the
+    role may not create one."""
+    if config.engine != "postgres" or not config.database:
+        return
+    if config.database in _MADE:
+        return
+    from nl2sql_assets.datasources.server import ServerAddress
+
+    catalog = PostgresCatalog()
+    address = ServerAddress.of(config, ("postgresql", "postgres"), 5432)
+    conn = catalog.connect(config, database=address.database)
+    pg = catalog._pg()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (config.database,))
+            if cur.fetchone() is None:
+                try:
+                    cur.execute(f"CREATE DATABASE {catalog.q(config.database)}")
+                except (pg.errors.DuplicateDatabase, pg.errors.UniqueViolation):
+                    pass  # another process made it in the meantime
+                except pg.Error as exc:
+                    raise UserError(
+                        f"datasource {config.id!r}: its neighbour databases live in database {config.database} "
+                        f"beside it, which role {address.user} cannot create ({str(exc).strip().splitlines()[0]}): "
+                        f"grant it CREATEDB, or create a database for them and name its URL with evals.yaml's "
+                        "neighbours: url_env: NL2SQL_NEIGHBOURS_URL") from None
+    finally:
+        conn.close()
+    _MADE.add(config.database)
+
+
+_MADE: set[str] = set()
+
+
+class MysqlCatalog(ServerCatalog):
+    engine = "mysql"
+    quote = "`"
+
+    def _my(self) -> Any:
+        from nl2sql_assets.datasources.mysql import _driver
+
+        return _driver()
+
+    def connect(self, config: DatasourceConfig, database: str | None = None) -> Any:
+        from nl2sql_assets.datasources.base import DatasourceUnavailable
+        from nl2sql_assets.datasources.mysql import CONNECT_TIMEOUT_S
+        from nl2sql_assets.datasources.server import ServerAddress
+
+        my = self._my()
+        a = ServerAddress.of(config, ("mysql", "mariadb"), 3306)
+        try:
+            return my.connect(host=a.host, port=a.port, user=a.user or "", password=a.password or "",
+                              database=database, connect_timeout=CONNECT_TIMEOUT_S, charset="utf8mb4",
+                              autocommit=True)
+        except my.err.OperationalError as exc:
+            raise DatasourceUnavailable(f"{a.where('MySQL', config.id, database)}: cannot connect: {exc}") from None
+
+    def namespaced(self, config: DatasourceConfig, namespace: str) -> DatasourceConfig:
+        return config.model_copy(update={"database": namespace})
+
+    def refused(self) -> tuple[type[BaseException], ...]:
+        my = self._my()
+        return (my.err.IntegrityError, my.err.DataError, my.err.OperationalError)
+
+    def _database(self, config: DatasourceConfig) -> str:
+        from nl2sql_assets.datasources.server import ServerAddress
+
+        database = config.database or ServerAddress.of(config, ("mysql", "mariadb"), 3306).database
+        if not database:
+            raise UserError(f"datasource {config.id!r}: no database to read (name it in the URL or database:)")
+        return database
+
+    def read(self, config: DatasourceConfig, namespace: str | None, max_rows: int | None) -> Source:
+        database = namespace or self._database(config)
+        conn = self.connect(config, database)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("START TRANSACTION READ ONLY")
+                cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+                            "AND table_type = 'BASE TABLE' ORDER BY table_name", (database,))
+                names = [r[0] for r in cur.fetchall()]
+                cur.execute("SELECT table_name, column_name, column_type, is_nullable, column_key FROM "
+                            "information_schema.columns WHERE table_schema = %s ORDER BY table_name, ordinal_position",
+                            (database,))
+                columns: dict[str, list[Column]] = {}
+                for table, column, type_text, nullable, key in cur.fetchall():
+                    columns.setdefault(table, []).append(Column(column, type_text, nullable == "NO", key == "PRI"))
+                cur.execute("SELECT table_name, column_name, referenced_table_schema, referenced_table_name, "
+                            "referenced_column_name FROM information_schema.key_column_usage WHERE table_schema = %s "
+                            "AND referenced_table_name IS NOT NULL", (database,))
+                references = cur.fetchall()
+                tables: dict[str, Table] = {}
+                for name in names:
+                    cur.execute(f"SHOW CREATE TABLE {self.q(name)}")
+                    create = cur.fetchone()[1]
+                    create = create.split(") ENGINE=")[0] + ")" + _table_options(create)
+                    table = Table(name, create, columns.get(name, []), quote="`")
+                    limit = "" if max_rows is None else f" LIMIT {int(max_rows)}"
+                    cur.execute(f"SELECT * FROM {self.q(name)}{limit}")
+                    table.rows = [tuple(r) for r in cur.fetchall()]
+                    tables[name] = table
+                for table, column, parent_schema, parent, parent_column in references:
+                    if parent_schema != database:
+                        raise UserError(f"table {database}.{table} refers to {parent_schema}.{parent}, in another "
+                                        "database: neighbour databases are made of one database's tables")
+                    if table in tables:
+                        tables[table].references[column] = (parent, parent_column)
+                cur.execute("SELECT table_name, view_definition FROM information_schema.views WHERE table_schema = %s "
+                            "ORDER BY table_name", (database,))
+                views = [f"CREATE VIEW {self.q(v)} AS " + (d or "").replace(f"{self.q(database)}.", "")
+                         for v, d in cur.fetchall()]
+                cur.execute("ROLLBACK")
+        finally:
+            conn.close()
+        return Source(parents_first(tables), views=views)
+
+    def make(self, config: DatasourceConfig, namespace: str, source: Source,
+             rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+        conn = self.connect(config)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS {self.q(namespace)}")
+                try:
+                    cur.execute(f"CREATE DATABASE {self.q(namespace)} CHARACTER SET utf8mb4")
+                except self._my().err.MySQLError as exc:
+                    raise UserError(f"datasource {config.id!r}: cannot create database {namespace} for a neighbour "
+                                    f"({exc}): grant the role CREATE and DROP on databases named {PREFIX}*, or name "
+                                    "another server with evals.yaml's neighbours: url_env") from None
+                cur.execute(f"USE {self.q(namespace)}")
+                cur.execute("SET SESSION foreign_key_checks = 0")
+                for table in source.tables:
+                    cur.execute(table.create_sql)
+                cur.execute("SET SESSION foreign_key_checks = 1")
+                self._fill(conn, cur, namespace, source, rows)
+                for view in source.views:
+                    with contextlib.suppress(self._my().err.MySQLError):
+                        cur.execute(view)
+        except BaseException:
+            with contextlib.suppress(Exception), conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS {self.q(namespace)}")
+            raise
+        finally:
+            conn.close()
+
+    def _fill(self, conn: Any, cur: Any, namespace: str, source: Source,
+              rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+        def savepoint(c: Any, sql: str) -> None:
+            c.execute(sql)
+
+        conn.autocommit(False)
+        try:
+            cur.execute("START TRANSACTION")
+            for table in source.tables:
+                self.insert(cur, savepoint, table, list(rows.get(table.name, ())),
+                            f"{self.q(namespace)}.{self.q(table.name)}")
+            conn.commit()
+        finally:
+            conn.autocommit(True)
+
+    def refill(self, config: DatasourceConfig, namespace: str, source: Source,
+               rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+        conn = self.connect(config, namespace)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SET SESSION foreign_key_checks = 0")
+                for table in reversed(source.tables):
+                    cur.execute(f"DELETE FROM {self.q(table.name)}")
+                cur.execute("SET SESSION foreign_key_checks = 1")
+                self._fill(conn, cur, namespace, source, rows)
+        finally:
+            conn.close()
+
+    def drop(self, config: DatasourceConfig, namespace: str) -> None:
+        conn = self.connect(config)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS {self.q(namespace)}")
+        finally:
+            conn.close()
+
+    def namespaces(self, config: DatasourceConfig) -> list[str]:
+        conn = self.connect(config)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE %s "
+                            "ORDER BY 1", (PREFIX.replace("_", "\\_") + "%",))
+                return [r[0] for r in cur.fetchall()]
+        finally:
+            conn.close()
+
+
+def _table_options(create: str) -> str:
+    """The table options of a SHOW CREATE TABLE that decide how values compare (the engine, the
+    character set and collation), without the AUTO_INCREMENT counter."""
+    if ") ENGINE=" not in create:
+        return ""
+    options = create.split(") ENGINE=", 1)[1]
+    kept = [o for o in ("ENGINE=" + options).split() if not o.upper().startswith("AUTO_INCREMENT=")]
+    return " " + " ".join(kept)
+
+
+def scratch_of(datasource: DatasourceConfig, url_env: str | None) -> Scratch:
+    """Where ``datasource``'s neighbours are made: the database of the URL ``url_env`` names
+    (Postgres: schemas in it; MySQL: databases on its server), else beside the source (Postgres:
+    database ``<source>_nl2sql_neighbours``; MySQL: databases on the source's server)."""
+    from nl2sql_assets.datasources.server import ServerAddress
+
+    if url_env is not None:
+        config = datasource.model_copy(update={"url_env": url_env, "url": None, "password_env": None,
+                                               "database": None, "schemas": []})
+        ServerAddress.of(config, ("postgresql", "postgres", "mysql", "mariadb"), 0)  # the variable set, the URL read
+        return Scratch(config, datasource.id)
+    if datasource.engine == "postgres":
+        address = ServerAddress.of(datasource, ("postgresql", "postgres"), 5432)
+        source_db = datasource.database or address.database or "postgres"
+        return Scratch(datasource.model_copy(update={"database": f"{source_db}_nl2sql_neighbours", "schemas": []}),
+                       datasource.id)
+    return Scratch(datasource.model_copy(update={"database": None}), datasource.id)

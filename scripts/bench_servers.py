@@ -13,7 +13,10 @@ processes (min / median / max):
 * a statement that runs for minutes, stopped at a 1 s timeout: seconds past the timeout (target: +1 s);
 * a 12-million-row result cut at the row limit, the whole command's peak memory (target: 700 MiB);
 * the connections a grade with two workers holds on the server (pooled per worker: at most
-  ``pool_size`` each).
+  ``pool_size`` each);
+* with ``--neighbours``: ``eval run --mode plans`` on the Chinook suite graded on neighbours (the demo's
+  10 of 24 and a witness search of 32), building them the first time and reading them back, each
+  server against the SQLite demo (targets: 3x building, 2x stored).
 
 Needs ``NL2SQL_CHINOOK`` and the servers (``NL2SQL_TEST_POSTGRES`` / ``NL2SQL_TEST_MYSQL``, default
 the machine's own). Prints one line per figure and a JSON summary last.
@@ -134,11 +137,84 @@ def _connections(engine: str, url: str, stop: threading.Event, peak: list[int]) 
         time.sleep(0.05)
 
 
+def _neighbour_figures(projects: dict[str, Path], servers: list[str], folder: Path, summary: dict[str, Any]) -> None:
+    """``eval run --mode plans`` on the Chinook suite with neighbours: building them (and every witness
+    search) the first time, then reading them back; each server against the SQLite demo (targets:
+    3x building, 2x stored)."""
+    for engine, root in projects.items():
+        command = _cli("--config", root / "nl2sql.yaml", "eval", "run", "--mode", "plans", "--suite",
+                       root / "suites" / "chinook.yaml", "--out", folder / f"{engine}-neighbours.json")
+        first = run_child(command, None, cwd=root)
+        stored = [run_child(command, None, cwd=root) for _ in range(3)]
+        line = next((x for x in first.stdout.splitlines() if "on neighbours" in x), "")
+        summary.setdefault(engine, {})["neighbours"] = {
+            "build_s": round(first.wall_s, 2), "stored_s": round(statistics.median(r.wall_s for r in stored), 2),
+            "robust": line.split("on neighbours", 1)[1].split(";")[0].strip() if line else None}
+        figures = summary[engine]["neighbours"]
+        print(f"{engine}: plans on Chinook with neighbours: built {figures['build_s']:.1f} s, stored "
+              f"{figures['stored_s']:.2f} s; on neighbours {figures['robust']}")
+    base = summary["sqlite"]["neighbours"]
+    for engine in servers:
+        figures = summary[engine]["neighbours"]
+        figures["build_ratio"] = round(figures["build_s"] / base["build_s"], 2)
+        figures["stored_ratio"] = round(figures["stored_s"] / base["stored_s"], 2)
+        print(f"{engine}: neighbours built {figures['build_ratio']}x SQLite (target 3x), stored "
+              f"{figures['stored_ratio']}x (target 2x)")
+
+
+def _held_out(path: Path, engine: str, root: Path, summary: dict[str, Any]) -> None:
+    """The held-out near misses and equivalents of the Chinook gold, written for SQLite, translated to
+    the server's SQL (as the demo's suites are) and graded against the server suite's gold on its kept
+    neighbours and the witness search (targets: 90% of the near misses the original passes caught, no
+    equivalent overturned)."""
+    import yaml
+
+    from nl2sql_assets.demo.translate import translate_sql
+    from nl2sql_assets.evaluation.neighbours import GoldQuery
+    from nl2sql_assets.evaluation.neighbours.store import project_sets, project_suites
+    from nl2sql_assets.evaluation.neighbours.verdict import neighbour_verdict
+    from nl2sql_assets.evaluation.suites import load_suite
+    from nl2sql_assets.paths import neighbours_dir
+    from nl2sql_assets.project import load_project_config
+
+    config = load_project_config(root / "nl2sql.yaml")
+    settings = config.evals_config.neighbours
+    assert settings is not None
+    suite = load_suite(root / "suites" / "chinook.yaml")
+    kept = project_sets(config, project_suites(config, [("chinook", suite)]), settings, neighbours_dir(root),
+                        datasources=["chinook"])["chinook"]
+    search = kept.witness_search(settings.witness)
+    golds = {c.id: GoldQuery(c.id, c.sql, c.order_matters, tuple(c.alt_sql)) for c in suite.cases if c.sql}
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    fold = engine == "postgres"
+    passing = caught = 0
+    for item in data.get("near", []):
+        sql = translate_sql(item["sql"], "sqlite", engine, fold_names=fold)
+        verdict = neighbour_verdict(golds[item["case"]], sql, kept.source, kept.paths, engine, witness=search)
+        if verdict.passed_original:
+            passing += 1
+            caught += not verdict.passed
+            if verdict.passed:
+                print(f"  {engine}: missed {item['case']} ({item.get('kind', '')}): {' '.join(sql.split())[:120]}")
+    bad = [item["case"] for item in data.get("equivalent", [])
+           if not neighbour_verdict(golds[item["case"]], translate_sql(item["sql"], "sqlite", engine, fold_names=fold),
+                                    kept.source, kept.paths, engine, witness=search).passed]
+    summary[engine]["held_out"] = {"passing": passing, "caught": caught, "equivalents_overturned": bad}
+    print(f"{engine}: held-out near misses translated: {passing} pass on the server; caught {caught} "
+          f"({caught / max(passing, 1):.1%}; target 90%); equivalents overturned: {len(bad)} {bad}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--predictions", type=int, default=1000)
     parser.add_argument("--servers", default="postgres,mysql")
+    parser.add_argument("--held-out", default=None, metavar="FILE",
+                        help="with --neighbours: near misses and equivalents of the Chinook gold (bench_neighbours.py's "
+                             "format), translated to each server's SQL and graded on its kept set and witness search")
+    parser.add_argument("--neighbours", action="store_true",
+                        help="also: eval run --mode plans on the Chinook suite with the demo's neighbours (10 of 24 "
+                             "and a witness search of 32), building them the first time and reading them back")
     args = parser.parse_args()
     chinook = os.environ.get("NL2SQL_CHINOOK")
     if not chinook:
@@ -161,10 +237,15 @@ def main() -> int:
                                 "--out", folder / f"{engine}-plans.json"), args.repeat, root)
             suite, predictions = _grade_inputs(root, args.predictions, folder / engine)
             grade = _timed(_cli("--config", root / "nl2sql.yaml", "eval", "grade", predictions, "--suite", suite,
-                                "--out", folder / f"{engine}-grade.json"), args.repeat, root)
+                                "--no-neighbours", "--out", folder / f"{engine}-grade.json"), args.repeat, root)
             summary[engine] = {"plans_s": plans, "grade_s": grade}
             print(f"{engine}: eval run --mode plans {plans['median']:.2f} s (min {plans['min']:.2f}, max "
                   f"{plans['max']:.2f}); eval grade of {args.predictions} {grade['median']:.2f} s")
+        if args.neighbours:
+            _neighbour_figures(projects, servers, folder, summary)
+            if args.held_out:
+                for engine in servers:
+                    _held_out(Path(args.held_out), engine, projects[engine], summary)
         base = summary["sqlite"]
         for engine in servers:
             ours = summary[engine]
@@ -196,7 +277,7 @@ def main() -> int:
             poller.start()
             suite, predictions = folder / engine / "copies.yaml", folder / engine / "predictions.json"
             run_child(_cli("--config", root / "nl2sql.yaml", "eval", "grade", predictions, "--suite", suite,
-                           "--workers", 2, "--out", folder / f"{engine}-grade2.json"), None, cwd=root)
+                           "--workers", 2, "--no-neighbours", "--out", folder / f"{engine}-grade2.json"), None, cwd=root)
             stop.set()
             poller.join()
             ours["grade_connections_peak"] = peak[0]
@@ -207,6 +288,9 @@ def main() -> int:
             for ds in ("chinook", "support", "webanalytics"):
                 with contextlib.suppress(Exception):
                     server.drop(f"{prefix}{ds}")
+        from tests.servers.conftest import drop_neighbours
+
+        drop_neighbours(folder)  # every neighbour namespace the runs made on the servers
         shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps(summary))
     return 0

@@ -123,8 +123,15 @@ def test_a_password_reaches_no_file_and_no_output(server_demo: Path, tmp_path: P
         monkeypatch.setenv("NL2SQL_TEST_PASSWORD", secret)
         _with_url(server_demo, url=f"{parts.scheme}://{user}@{parts.hostname}:{parts.port}{parts.path}",
                   password_env="NL2SQL_TEST_PASSWORD")
+        # a read-only role may not make neighbour databases: said, with the grant that would let it
+        code, out0, err0 = _cli("--config", server_demo / "nl2sql.yaml", "eval", "run", "--mode", "plans",
+                                "--suite", server_demo / "suites" / "chinook.yaml", "--neighbours", 3,
+                                "--neighbour-seed", 7, "--out", server_demo / "refused.json")
+        assert code == 2, out0 + err0
+        assert "may not make its neighbour databases" in err0 and "GRANT" in err0 and "--no-neighbours" in err0
+        assert secret not in out0 + err0
         code, out, err = _cli("--config", server_demo / "nl2sql.yaml", "eval", "run", "--mode", "plans",
-                              "--out", server_demo / "eval_plans.json")
+                              "--no-neighbours", "--out", server_demo / "eval_plans.json")
         assert code == 0, out + err
         assert load_report(server_demo / "eval_plans.json").databases  # it ran, reading the server
         # a read-only role: no warning that the login could write
@@ -135,7 +142,7 @@ def test_a_password_reaches_no_file_and_no_output(server_demo: Path, tmp_path: P
         written = [p for p in server_demo.rglob("*") if p.is_file()]
         assert len(written) > 5
         assert [p for p in written if secret.encode() in p.read_bytes()] == []
-        assert secret not in out + err + out2 + err2
+        assert secret not in out + err + out2 + err2 + out0 + err0
     finally:
         if server.engine == "postgres":
             server.execute(*(f'REVOKE ALL ON ALL TABLES IN SCHEMA "{ns}{d}" FROM {user}'

@@ -171,6 +171,15 @@ class ServerFiles:
         adapter = self.catalog.open(scratch.config, copy, timeout_s)
         return _DroppedOnClose(adapter, lambda: self.catalog.drop(scratch.config, copy))
 
+    def check_writable(self, path: Path) -> None:
+        """Before a set is built: that the role may make a neighbour where they live (a UserError
+        naming the grant, or url_env, where it may not), found once here rather than in each worker."""
+        config, _, scratch = _handle(path)
+        target = scratch or config
+        probe = f"{PREFIX}probe{os.getpid()}"
+        self.catalog.make(target, probe, Source(tables=[]), {})
+        self.catalog.drop(target, probe)
+
     def discard(self, path: Path) -> None:
         """Drop the neighbour's namespace and its handle (a candidate not kept, a pruned set)."""
         with contextlib.suppress(UserError):
@@ -501,6 +510,21 @@ class PostgresCatalog(ServerCatalog):
     def make(self, config: DatasourceConfig, namespace: str, source: Source,
              rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
         ensure_scratch_database(config)
+        try:
+            self._make(config, namespace, source, rows)
+        except self._pg().errors.InsufficientPrivilege as exc:
+            from nl2sql_assets.datasources.server import ServerAddress
+
+            address = ServerAddress.of(config, ("postgresql", "postgres"), 5432)
+            database = config.database or address.database
+            raise UserError(
+                f"datasource {config.id!r}: role {address.user} may not make its neighbour databases in database "
+                f"{database} ({str(exc).strip().splitlines()[0]}): GRANT CREATE ON DATABASE {database} TO "
+                f"{address.user}, or name a database it may write in with evals.yaml's neighbours: url_env "
+                "(or grade on the original only: --no-neighbours)") from None
+
+    def _make(self, config: DatasourceConfig, namespace: str, source: Source,
+              rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
         with self._in(config, namespace) as cur:
             cur.execute(f"DROP SCHEMA IF EXISTS {self.q(namespace)} CASCADE")
             cur.execute(f"CREATE SCHEMA {self.q(namespace)}")
@@ -678,13 +702,18 @@ class MysqlCatalog(ServerCatalog):
         conn = self.connect(config)
         try:
             with conn.cursor() as cur:
-                cur.execute(f"DROP DATABASE IF EXISTS {self.q(namespace)}")
                 try:
+                    cur.execute(f"DROP DATABASE IF EXISTS {self.q(namespace)}")
                     cur.execute(f"CREATE DATABASE {self.q(namespace)} CHARACTER SET utf8mb4")
                 except self._my().err.MySQLError as exc:
-                    raise UserError(f"datasource {config.id!r}: cannot create database {namespace} for a neighbour "
-                                    f"({exc}): grant the role CREATE and DROP on databases named {PREFIX}*, or name "
-                                    "another server with evals.yaml's neighbours: url_env") from None
+                    from nl2sql_assets.datasources.server import ServerAddress
+
+                    user = ServerAddress.of(config, ("mysql", "mariadb"), 3306).user
+                    raise UserError(
+                        f"datasource {config.id!r}: user {user} may not make its neighbour databases on this server "
+                        f"({exc.args[-1] if exc.args else exc}): GRANT CREATE, DROP, SELECT, INSERT, DELETE ON "
+                        f"`{PREFIX.replace('_', chr(92) + '_')}%`.* TO {user}, or name another server with "
+                        "evals.yaml's neighbours: url_env (or grade on the original only: --no-neighbours)") from None
                 cur.execute(f"USE {self.q(namespace)}")
                 cur.execute("SET SESSION foreign_key_checks = 0")
                 for table in source.tables:

@@ -257,6 +257,8 @@ def source_of(datasource: DatasourceConfig, folder: Path, settings: NeighbourSet
 def _build(datasource: DatasourceConfig, source: Path, golds: Sequence[GoldQuery], folder: Path, home: Path,
            key: str, settings: NeighbourSettings, workers: int | None) -> KeptSet:
     files = format_of(datasource.engine)
+    if hasattr(files, "check_writable"):
+        files.check_writable(source)  # a server: the role may make neighbours where they live
     started = time.perf_counter()
     pool: list[Path] = []
     kept_paths: list[Path] = []

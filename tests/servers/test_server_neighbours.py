@@ -8,15 +8,20 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
+import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
 
 from nl2sql_assets.cli import main
 from nl2sql_assets.evaluation.grading import GradeReport
 from nl2sql_assets.evaluation.neighbours.servers import PREFIX, ServerFiles, read_handle
 from nl2sql_assets.evaluation.suites import load_suite
-from tests.servers.conftest import Server, ServerProject
+from tests.servers.conftest import Server, ServerProject, drop_neighbours
 
 
 def _cli(*argv: Any) -> tuple[int, str, str]:
@@ -148,3 +153,118 @@ def test_prune_drops_the_sets_no_suite_uses_and_stray_namespaces(server_demo: Pa
     finally:
         for name in (stray, other):
             files.catalog.drop(config, name)
+
+
+def _reader(server: Server, user: str, schemas: list[str]) -> None:
+    """A login that may only read the source's ``schemas`` (databases on MySQL): it makes nothing."""
+    if server.engine == "postgres":
+        server.execute(f"CREATE ROLE {user} LOGIN", *(f'GRANT USAGE ON SCHEMA "{s}" TO {user}' for s in schemas),
+                       *(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{s}" TO {user}' for s in schemas))
+    else:
+        server.execute(*(f"CREATE USER '{user}'@'{h}'" for h in ("%", "localhost")),
+                       *(f"GRANT SELECT ON `{s}`.* TO '{user}'@'{h}'" for s in schemas for h in ("%", "localhost")))
+
+
+def _as(server: Server, user: str, statement: str) -> list[Any]:
+    """``statement`` run by ``user`` (autocommit: nothing but the rights stand in its way)."""
+    parts = urlsplit(server.url)
+    if server.engine == "postgres":
+        import psycopg2
+
+        conn = psycopg2.connect(host=parts.hostname, port=parts.port, user=user, dbname=parts.path.lstrip("/"),
+                                connect_timeout=2)
+        conn.autocommit = True
+    else:
+        import pymysql
+
+        conn = pymysql.connect(host=parts.hostname, port=parts.port, user=user, connect_timeout=2, autocommit=True)
+    with contextlib.closing(conn), conn.cursor() as cur:
+        cur.execute(statement)
+        return list(cur.fetchall()) if cur.description else []
+
+
+def test_the_datasource_role_grades_on_neighbours_another_role_built_and_may_only_read_them(
+        server_demo: Path, server_project: ServerProject, tmp_path: Path, monkeypatch: Any) -> None:
+    """A read-only datasource role cannot make neighbours; the role evals.yaml's url_env names
+    builds them and lets the datasource's role read them, and nothing more."""
+    import yaml
+
+    server = server_project.server
+    user = f"nl2sql_r{uuid.uuid4().hex[:8]}"
+    schemas = [f"{server_project.prefix}{d}" for d in ("chinook", "support", "webanalytics")]
+    _reader(server, user, schemas)
+    try:
+        parts = urlsplit(server.url)
+        text = (server_demo / "nl2sql.yaml").read_text(encoding="utf-8")
+        (server_demo / "nl2sql.yaml").write_text(re.sub(r"  url(_env)?: .*\n", "  url_env: NL2SQL_TEST_READER\n",
+                                                        text), encoding="utf-8")
+        monkeypatch.setenv("NL2SQL_TEST_READER", f"{parts.scheme}://{user}@{parts.hostname}:{parts.port}{parts.path}")
+        monkeypatch.setenv("NL2SQL_TEST_BUILDER", server.url)
+        evals = yaml.safe_load((server_demo / "evals.yaml").read_text(encoding="utf-8"))
+        evals["neighbours"] = {**evals["neighbours"], "url_env": "NL2SQL_TEST_BUILDER", "seed": 23}
+        (server_demo / "evals.yaml").write_text(yaml.safe_dump(evals, sort_keys=False), encoding="utf-8")
+        out_file = tmp_path / "run.json"
+        code, out, err = _cli("--config", server_demo / "nl2sql.yaml", "eval", "run", "--mode", "plans", "--suite",
+                              server_demo / "suites" / "chinook.yaml", "--out", out_file)
+        assert code == 0, out + err
+        assert "on neighbours" in out, out
+        shared = {n for _, n in _namespaces(server_project.root)}  # the session's set, copied with the folder
+        made = [(h, n) for h, n in _namespaces(server_demo) if h.parent.parent.name == "chinook" and n not in shared]
+        assert len(made) == 4  # evals.yaml's count, built anew for seed 23
+        for handle, namespace in made:
+            config, _ = read_handle(handle)
+            assert f"{user}@" in os.environ[config.url_env or ""]  # graded by the datasource's own role
+            if server.engine == "postgres":  # built (owned) by the builder, not by the grading role
+                assert server.execute(f"SELECT pg_get_userbyid(nspowner) FROM pg_namespace "
+                                      f"WHERE nspname = '{namespace}'") == [(urlsplit(server.url).username,)]
+            q = '"' if server.engine == "postgres" else "`"
+            table = f"{q}{namespace}{q}.{q}{'genre' if server.engine == 'postgres' else 'Genre'}{q}"
+            assert _as(server, user, f"SELECT count(*) FROM {table}")[0][0] >= 0  # it reads ...
+            for write in (f"DELETE FROM {table}", f"CREATE TABLE {q}{namespace}{q}.x (a int)"):
+                with pytest.raises(Exception, match=r"(?i)permission denied|command denied|access denied"):
+                    _as(server, user, write)  # ... and may write nothing, whatever the transaction
+    finally:
+        drop_neighbours(server_demo)
+        if server.engine == "postgres":
+            server.execute(f"DROP OWNED BY {user}", f"DROP ROLE {user}")
+        else:
+            server.execute(*(f"DROP USER '{user}'@'{h}'" for h in ("%", "localhost")))
+
+
+def test_a_large_table_is_sampled_across_its_extent_the_same_each_time(server: Server, prefix: str) -> None:
+    """Neighbours copy at most max_rows of a table: from a large one, rows drawn over all of it
+    (TABLESAMPLE pages on Postgres, slices of the integer key on MySQL), not its first rows, and the
+    same rows on every read (the set's key is a digest of them)."""
+    from nl2sql_assets.config import DatasourceConfig
+
+    own = f"{prefix}big"
+    if server.engine == "postgres":
+        server.execute(f'CREATE SCHEMA "{own}"', f'CREATE TABLE "{own}".item (id int PRIMARY KEY, label text)',
+                       f"INSERT INTO \"{own}\".item SELECT g, 'item ' || g FROM generate_series(1, 20000) g",
+                       f'CREATE TABLE "{own}".small (id int PRIMARY KEY)',
+                       f'INSERT INTO "{own}".small SELECT generate_series(1, 50)', f'ANALYZE "{own}".item',
+                       f'CREATE TABLE "{own}".tag (name text PRIMARY KEY)',
+                       f'INSERT INTO "{own}".tag SELECT label FROM "{own}".item', f'ANALYZE "{own}".tag')
+        config = DatasourceConfig(id="big", engine="postgres", url=server.url, schemas=[own])
+    else:
+        digits = "(" + " UNION ALL ".join(f"SELECT {d} AS d" for d in range(10)) + ")"
+        server.execute(f"CREATE DATABASE `{own}`", f"CREATE TABLE `{own}`.item (id int PRIMARY KEY, label text)",
+                       f"INSERT INTO `{own}`.item SELECT n + 1, CONCAT('item ', n + 1) FROM (SELECT a.d + 10 * b.d + "
+                       f"100 * c.d + 1000 * e.d + 10000 * f.d AS n FROM {digits} a, {digits} b, {digits} c, {digits} e, "
+                       f"{digits} f) g WHERE n < 20000",
+                       f"CREATE TABLE `{own}`.tag (name varchar(20) PRIMARY KEY)",
+                       f"INSERT INTO `{own}`.tag SELECT label FROM `{own}`.item",
+                       f"ANALYZE TABLE `{own}`.tag",
+                       f"CREATE TABLE `{own}`.small (id int PRIMARY KEY)",
+                       f"INSERT INTO `{own}`.small SELECT id FROM `{own}`.item WHERE id <= 50",
+                       f"ANALYZE TABLE `{own}`.item")
+        config = DatasourceConfig(id="big", engine="mysql", url=server.url, database=own)
+    files = ServerFiles(server.engine)
+    first = {t.name: t.rows for t in files.catalog.read(config, None, 100).tables}
+    again = {t.name: t.rows for t in files.catalog.read(config, None, 100).tables}
+    ids = sorted(r[0] for r in first["item"])
+    assert 50 <= len(ids) <= 100 and len(set(ids)) == len(ids)
+    assert ids[-1] > 10000 and ids[-1] - ids[0] > 10000  # from across the table, not ids 1..100
+    assert first == again  # the same sample each read
+    assert 0 < len(first["tag"]) <= 100  # no integer key: pages drawn (Postgres) or its first rows
+    assert sorted(r[0] for r in first["small"]) == list(range(1, 51))  # a small table: all of it

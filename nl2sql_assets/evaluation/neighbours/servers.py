@@ -5,7 +5,8 @@ A server's neighbour is a namespace in a scratch place: on Postgres a schema in 
 database of the URL ``neighbours: url_env`` names), on MySQL/MariaDB a database of its own on the
 scratch server. The source is only read: its catalog (column types, enums, primary and unique keys,
 foreign keys, NOT NULL, CHECK, unique indexes, views) and a bounded sample of each table's rows
-(``LIMIT``, never a full scan). A neighbour is made with the source's own definitions, so the
+(pages drawn across a large table by ``TABLESAMPLE`` on Postgres, slices of its integer key on
+MySQL, else its first rows: never a full scan). A neighbour is made with the source's own definitions, so the
 database itself refuses a row that breaks one; its rows are written in batches, a refused batch
 split in halves.
 
@@ -47,65 +48,97 @@ from nl2sql_assets.evaluation.neighbours.tables import (
 PREFIX = "nl2sql_nb_"
 #: rows an INSERT statement carries at once
 BATCH = 500
+#: a table estimated to hold more than this many times the rows a neighbour may copy is sampled
+#: across its whole extent (Postgres TABLESAMPLE SYSTEM, MySQL slices of its integer key), not
+#: read from its start
+SPREAD = 4
 
 
 @dataclass(frozen=True)
 class Scratch:
-    """Where a server datasource's neighbours are made: the datasource settings that reach the
-    scratch database (Postgres) or server (MySQL), the source's own id and name for messages."""
+    """Where a server datasource's neighbours are made: the settings of the role that builds them
+    (``config``: the scratch database on Postgres, the server on MySQL), the source's own id for
+    messages, and, where the datasource's own role is another one on the same server, that role's
+    settings there (``reader``) and its account name (``grantee``): it grades on the neighbours and
+    is granted only SELECT on them, so they are read-only to it by the database's own rights."""
 
     config: DatasourceConfig
     source: str
+    reader: DatasourceConfig | None = None
+    grantee: str | None = None
+
+    @property
+    def grading(self) -> DatasourceConfig:
+        """The settings statements on a neighbour are run with."""
+        return self.reader or self.config
 
     def identity(self) -> str:
         from nl2sql_assets.datasources.engines import engine_of
 
-        return json.dumps(engine_of(self.config.engine).identity(self.config), sort_keys=True)
+        built = engine_of(self.config.engine).identity(self.config)
+        return json.dumps(built if self.grantee is None else {**built, "grantee": self.grantee}, sort_keys=True)
 
 
-def write_handle(path: Path, config: DatasourceConfig, namespace: str | None,
-                 scratch: DatasourceConfig | None = None) -> Path:
-    """A handle file: the settings a database is reached with (never a password), its namespace,
-    and, for a source, where its neighbours are made."""
-    data = {"engine": config.engine, "config": config.model_dump(mode="json", exclude={"path"}),
-            "namespace": namespace,
-            "scratch": None if scratch is None else scratch.model_dump(mode="json", exclude={"path"})}
+def _dump(config: DatasourceConfig | None) -> dict[str, Any] | None:
+    return None if config is None else config.model_dump(mode="json", exclude={"path"})
+
+
+def _handle_text(config: DatasourceConfig, namespace: str | None, scratch: Scratch | None) -> str:
+    data = {"engine": config.engine, "config": _dump(config), "namespace": namespace,
+            "scratch": None if scratch is None else _dump(scratch.config),
+            "reader": None if scratch is None else _dump(scratch.reader),
+            "grantee": None if scratch is None else scratch.grantee}
+    return json.dumps(data, sort_keys=True) + "\n"
+
+
+def write_handle(path: Path, config: DatasourceConfig, namespace: str | None, scratch: Scratch | None = None) -> Path:
+    """A handle file: the settings a database is read with (never a password), its namespace, and
+    where its (or its source's) neighbours are made, by which role, and which role reads them
+    (``discard`` drops a neighbour with the builder's settings)."""
     temporary = _temporary(path)
-    temporary.write_text(json.dumps(data, sort_keys=True) + "\n", encoding="utf-8")
+    temporary.write_text(_handle_text(config, namespace, scratch), encoding="utf-8")
     return _replace_into(temporary, path)
 
 
 def read_handle(path: Path) -> tuple[DatasourceConfig, str | None]:
+    """The settings a handle's database is read with, and its namespace (None: a source)."""
     config, namespace, _ = _handle(path)
     return config, namespace
 
 
-def _handle(path: Path) -> tuple[DatasourceConfig, str | None, DatasourceConfig | None]:
+def _handle(path: Path) -> tuple[DatasourceConfig, str | None, Scratch | None]:
+    """(the settings it is read with, its namespace, the scratch place of its neighbours or None)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        scratch = data.get("scratch")
-        return (DatasourceConfig.model_validate(data["config"]), data.get("namespace"),
-                None if scratch is None else DatasourceConfig.model_validate(scratch))
+        config = DatasourceConfig.model_validate(data["config"])
+        scratch = None
+        if data.get("scratch") is not None:
+            reader = data.get("reader")
+            scratch = Scratch(DatasourceConfig.model_validate(data["scratch"]), config.id,
+                              None if reader is None else DatasourceConfig.model_validate(reader),
+                              data.get("grantee"))
+        return config, data.get("namespace"), scratch
     except (OSError, ValueError, KeyError) as exc:
         raise UserError(f"{path}: cannot read this neighbour's handle ({exc}); delete its set's folder and it is "
                         "made again") from None
 
 
 def handle_scratch(path: Path) -> DatasourceConfig | None:
-    """Where the neighbours of the source a handle names are made (None: a neighbour's handle)."""
-    return _handle(path)[2]
+    """Where the neighbours of a handle's source are made, with the builder's settings (None: a
+    handle written before the scratch place was kept in it)."""
+    scratch = _handle(path)[2]
+    return None if scratch is None else scratch.config
 
 
 def source_handle(path: Path, datasource: DatasourceConfig, url_env: str | None) -> Path:
     """The handle of a server datasource as the source of its neighbours (written at ``path``, left
-    as it is when it says the same)."""
+    as it is when it says the same): where they are made, by which role, and which role reads them."""
     scratch = scratch_of(datasource, url_env)
-    text = json.dumps({"engine": datasource.engine,
-                       "config": datasource.model_dump(mode="json", exclude={"path"}), "namespace": None,
-                       "scratch": scratch.config.model_dump(mode="json", exclude={"path"})}, sort_keys=True) + "\n"
     ensure_scratch_database(scratch.config)  # here, once: not from each worker making a neighbour
+    scratch = with_grading_role(scratch)
+    text = _handle_text(datasource, None, scratch)
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        write_handle(path, datasource, None, scratch.config)
+        write_handle(path, datasource, None, scratch)
     return path
 
 
@@ -131,7 +164,7 @@ class ServerFiles:
     def read(self, path: Path, max_rows: int | None) -> Source:
         config, namespace, scratch = _handle(path)
         source = self.catalog.read(config, namespace, max_rows)
-        source.scratch = Scratch(scratch or config, config.id)
+        source.scratch = scratch or Scratch(config, config.id)
         return source
 
     def fingerprint(self, path: Path, max_rows: int) -> str:
@@ -153,8 +186,8 @@ class ServerFiles:
         if scratch is None:
             raise ValueError("a server's source carries where its neighbours are made (Source.scratch)")
         namespace = namespace_for(path)
-        self.catalog.make(scratch.config, namespace, source, rows)
-        return write_handle(path, scratch.config, namespace)
+        self.catalog.make(scratch.config, namespace, source, rows, grantee=scratch.grantee)
+        return write_handle(path, scratch.grading, namespace, scratch)
 
     def open(self, path: Path) -> Any:
         config, namespace = read_handle(path)
@@ -163,29 +196,35 @@ class ServerFiles:
     def open_reversed(self, path: Path, timeout_s: float = TIMEOUT_S) -> Any:
         """A copy of the database holding each table's rows in the other order, dropped on close
         (Postgres reads a table in the order its rows went in; so does MySQL where no key orders it)."""
-        config, namespace = read_handle(path)
-        source = self.catalog.read(config, namespace, None)
-        scratch = source.scratch or Scratch(config, config.id)
+        source = self.read(path, None)
+        scratch: Scratch = source.scratch
+        namespace = read_handle(path)[1]
         copy = f"{namespace or PREFIX + 'src'}_r{os.getpid()}_{threading.get_ident() % 100000}"
-        self.catalog.make(scratch.config, copy, source, {t.name: t.rows[::-1] for t in source.tables})
-        adapter = self.catalog.open(scratch.config, copy, timeout_s)
+        self.catalog.make(scratch.config, copy, source, {t.name: t.rows[::-1] for t in source.tables},
+                          grantee=scratch.grantee)
+        adapter = self.catalog.open(scratch.grading, copy, timeout_s)
         return _DroppedOnClose(adapter, lambda: self.catalog.drop(scratch.config, copy))
 
     def check_writable(self, path: Path) -> None:
-        """Before a set is built: that the role may make a neighbour where they live (a UserError
-        naming the grant, or url_env, where it may not), found once here rather than in each worker."""
+        """Before a set is built: that the role may make a neighbour where they live, and grant the
+        grading role SELECT there (a UserError naming the grant, or url_env, where it may not),
+        found once here rather than in each worker."""
         config, _, scratch = _handle(path)
-        target = scratch or config
+        target = scratch or Scratch(config, config.id)
         probe = f"{PREFIX}probe{os.getpid()}"
-        self.catalog.make(target, probe, Source(tables=[]), {})
-        self.catalog.drop(target, probe)
+        try:
+            self.catalog.make(target.config, probe, Source(tables=[]), {}, grantee=target.grantee)
+        finally:
+            with contextlib.suppress(Exception):
+                self.catalog.drop(target.config, probe)
 
     def discard(self, path: Path) -> None:
-        """Drop the neighbour's namespace and its handle (a candidate not kept, a pruned set)."""
+        """Drop the neighbour's namespace (with its builder's settings) and its handle (a candidate
+        not kept, a pruned set)."""
         with contextlib.suppress(UserError):
-            config, namespace = read_handle(path)
+            config, namespace, scratch = _handle(path)
             if namespace is not None:
-                self.catalog.drop(config, namespace)
+                self.catalog.drop(config if scratch is None else scratch.config, namespace)
         with contextlib.suppress(OSError):
             Path(path).chmod(0o644)
             Path(path).unlink()
@@ -231,10 +270,10 @@ class ServerMemory:
         scratch: Scratch = self.source.scratch
         if held is None:
             namespace = f"{PREFIX}w{os.getpid()}_{threading.get_ident() % 1000000}{'b' if backwards else 'f'}"
-            self.catalog.make(scratch.config, namespace, self.source, {})
+            self.catalog.make(scratch.config, namespace, self.source, {}, grantee=scratch.grantee)
             with self._lock:
                 self._made.append(namespace)
-            held = (namespace, self.catalog.open(scratch.config, namespace))
+            held = (namespace, self.catalog.open(scratch.grading, namespace))
             setattr(self._local, name, held)
         namespace, adapter = held
         self.catalog.refill(scratch.config, namespace, self.source,
@@ -300,8 +339,19 @@ class ServerCatalog:
         raise NotImplementedError
 
     def make(self, config: DatasourceConfig, namespace: str, source: Source,
-             rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+             rows: Mapping[str, Sequence[tuple[Any, ...]]], grantee: str | None = None) -> None:
+        """Make ``namespace`` with the source's definitions and ``rows`` (as the builder,
+        ``config``); ``grantee`` may then read it and nothing more."""
         raise NotImplementedError
+
+    def account(self, config: DatasourceConfig) -> str:
+        """The account ``config`` logs in as, spelt as a GRANT names it."""
+        raise NotImplementedError
+
+    def allow_reading(self, builder: DatasourceConfig, grantee: str) -> None:
+        """What ``grantee`` needs, granted once, before any namespace is made (nothing, where
+        ``make`` grants per namespace)."""
+        return None
 
     def refill(self, config: DatasourceConfig, namespace: str, source: Source,
                rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
@@ -327,6 +377,28 @@ class ServerCatalog:
 
     def q(self, name: str) -> str:
         return self.quote + name.replace(self.quote, self.quote * 2) + self.quote
+
+    def keyed(self, cur: Any, select: str, table: Table, max_rows: int) -> list[tuple[Any, ...]] | None:
+        """``max_rows`` rows in ``SPREAD`` slices spread over the range of the table's one integer
+        key (``select ... WHERE key >= start ORDER BY key LIMIT n``: each an index range read, the
+        same rows each time); None where the table has no such key."""
+        keys = [c for c in table.columns if c.primary_key]
+        if len(keys) != 1 or not keys[0].integer:
+            return None
+        key = self.q(keys[0].name)
+        cur.execute(f"SELECT MIN({key}), MAX({key}) FROM ({select}) AS nl2sql_whole")
+        low, high = cur.fetchone()
+        if not (isinstance(low, int) and isinstance(high, int)):
+            return None
+        index = table.index(keys[0].name)
+        per = -(-max_rows // SPREAD)
+        rows: dict[Any, tuple[Any, ...]] = {}
+        for n in range(SPREAD):
+            start = low + (high - low) * n // SPREAD
+            cur.execute(f"{select} WHERE {key} >= %s ORDER BY {key} LIMIT {per}", (start,))
+            for row in cur.fetchall():
+                rows.setdefault(row[index], tuple(row))
+        return list(rows.values())[:max_rows]
 
     def insert(self, cur: Any, savepoint: Any, table: Table, rows: Sequence[tuple[Any, ...]],
                qualified: str) -> None:
@@ -423,15 +495,15 @@ class PostgresCatalog(ServerCatalog):
             conn.close()
 
     def _read(self, cur: Any, schema: str, max_rows: int | None) -> Source:
-        cur.execute("SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                    "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND NOT c.relispartition ORDER BY c.relname",
-                    (schema,))
+        cur.execute("SELECT c.oid, c.relname, c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = "
+                    "c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND NOT c.relispartition "
+                    "ORDER BY c.relname", (schema,))
         relations = cur.fetchall()
         tables: dict[str, Table] = {}
         types: dict[str, str] = {}
         constraints: list[str] = []
         indexes: list[str] = []
-        for oid, name in relations:
+        for oid, name, estimate in relations:
             cur.execute(
                 "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, t.typtype, t.oid, t.typname, "
                 "format_type(t.typbasetype, t.typtypmod), a.attgenerated <> '' "
@@ -480,16 +552,36 @@ class PostgresCatalog(ServerCatalog):
                         "AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)", (oid,))
             indexes += [r[0].replace(f" ON {self.q(schema)}.", " ON ").replace(f" ON {schema}.", " ON ")
                         for r in cur.fetchall()]
-            limit = "" if max_rows is None else f" LIMIT {int(max_rows)}"
             names = ", ".join(self.q(c.name) for c in columns)
-            cur.execute(f"SELECT {names} FROM {self.q(schema)}.{self.q(name)}{limit}")
-            table.rows = [tuple(r) for r in cur.fetchall()]
+            table.rows = self._sample(cur, f"SELECT {names} FROM {self.q(schema)}.{self.q(name)}", table,
+                                      estimate, max_rows)
             tables[name] = table
         cur.execute("SELECT c.relname, pg_get_viewdef(c.oid, true) FROM pg_class c JOIN pg_namespace n "
                     "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'v' ORDER BY c.relname", (schema,))
         views = [f"CREATE VIEW {self.q(v)} AS {d}" for v, d in cur.fetchall()]
         return Source(parents_first(tables), indexes=indexes, views=views, types=list(types.values()),
                       constraints=constraints)
+
+    def _sample(self, cur: Any, select: str, table: Table, estimate: float,
+                max_rows: int | None) -> list[tuple[Any, ...]]:
+        """At most ``max_rows`` of a table's rows. Where the planner's estimate says it is large:
+        slices over its integer key (``keyed``), else pages drawn across the whole table
+        (``TABLESAMPLE SYSTEM``, the same pages each time); else from its start. Never a full scan."""
+        if max_rows is None:
+            cur.execute(select)
+            return [tuple(r) for r in cur.fetchall()]
+        if estimate > SPREAD * max_rows:
+            rows = self.keyed(cur, select, table, max_rows)
+            if not rows:
+                percent = min(100.0, 100.0 * SPREAD * max_rows / estimate)
+                cur.execute(f"{select} TABLESAMPLE SYSTEM ({percent:.6f}) REPEATABLE (0) "
+                            f"LIMIT {2 * SPREAD * int(max_rows)}")
+                rows = [tuple(r) for r in cur.fetchall()]
+                rows = rows[::max(1, len(rows) // max_rows)][:max_rows]  # every n-th: all the pages drawn
+            if rows:
+                return rows
+        cur.execute(f"{select} LIMIT {int(max_rows)}")
+        return [tuple(r) for r in cur.fetchall()]
 
     @contextlib.contextmanager
     def _in(self, config: DatasourceConfig, namespace: str) -> Iterator[Any]:
@@ -508,10 +600,10 @@ class PostgresCatalog(ServerCatalog):
             conn.close()
 
     def make(self, config: DatasourceConfig, namespace: str, source: Source,
-             rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+             rows: Mapping[str, Sequence[tuple[Any, ...]]], grantee: str | None = None) -> None:
         ensure_scratch_database(config)
         try:
-            self._make(config, namespace, source, rows)
+            self._make(config, namespace, source, rows, grantee)
         except self._pg().errors.InsufficientPrivilege as exc:
             from nl2sql_assets.datasources.server import ServerAddress
 
@@ -523,8 +615,17 @@ class PostgresCatalog(ServerCatalog):
                 f"{address.user}, or name a database it may write in with evals.yaml's neighbours: url_env "
                 "(or grade on the original only: --no-neighbours)") from None
 
+    def account(self, config: DatasourceConfig) -> str:
+        conn = self.connect(config)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT current_user")
+                return self.q(cur.fetchone()[0])
+        finally:
+            conn.close()
+
     def _make(self, config: DatasourceConfig, namespace: str, source: Source,
-              rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+              rows: Mapping[str, Sequence[tuple[Any, ...]]], grantee: str | None) -> None:
         with self._in(config, namespace) as cur:
             cur.execute(f"DROP SCHEMA IF EXISTS {self.q(namespace)} CASCADE")
             cur.execute(f"CREATE SCHEMA {self.q(namespace)}")
@@ -544,6 +645,9 @@ class PostgresCatalog(ServerCatalog):
                     cur.execute("RELEASE SAVEPOINT nl2sql_view")
                 except self._pg().Error:  # a view over another schema's tables: left out
                     cur.execute("ROLLBACK TO SAVEPOINT nl2sql_view")
+            if grantee is not None:  # the grading role reads it; it owns nothing here and may write nothing
+                cur.execute(f"GRANT USAGE ON SCHEMA {self.q(namespace)} TO {grantee}")
+                cur.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {self.q(namespace)} TO {grantee}")
 
     def _fill(self, cur: Any, namespace: str, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
         def savepoint(c: Any, sql: str) -> None:
@@ -577,6 +681,29 @@ class PostgresCatalog(ServerCatalog):
                 return [r[0] for r in cur.fetchall()]
         finally:
             conn.close()
+
+
+def with_grading_role(scratch: Scratch) -> Scratch:
+    """``scratch`` with the grading role's account, where the datasource's own role is not the
+    builder: it is let read the neighbours (and nothing more) by the database's rights. A
+    UserError naming the grant where that role cannot reach the scratch database."""
+    if scratch.reader is None:
+        return scratch
+    catalog = PostgresCatalog() if scratch.config.engine == "postgres" else MysqlCatalog()
+    from nl2sql_assets.datasources.base import DatasourceUnavailable
+
+    builder = catalog.account(scratch.config)
+    try:
+        grantee = catalog.account(scratch.reader)
+    except DatasourceUnavailable as exc:
+        database = scratch.reader.database or "(the server)"
+        raise UserError(f"{exc}: the datasource's role grades on its neighbours, made in {database} by the role "
+                        f"evals.yaml's neighbours: url_env names; GRANT CONNECT ON DATABASE {database} TO that "
+                        "role") from None
+    if grantee == builder:
+        return Scratch(scratch.config, scratch.source)
+    catalog.allow_reading(scratch.config, grantee)
+    return Scratch(scratch.config, scratch.source, scratch.reader, grantee)
 
 
 def ensure_scratch_database(config: DatasourceConfig) -> None:
@@ -678,9 +805,7 @@ class MysqlCatalog(ServerCatalog):
                     create = cur.fetchone()[1]
                     create = create.split(") ENGINE=")[0] + ")" + _table_options(create)
                     table = Table(name, create, columns.get(name, []), quote="`")
-                    limit = "" if max_rows is None else f" LIMIT {int(max_rows)}"
-                    cur.execute(f"SELECT * FROM {self.q(name)}{limit}")
-                    table.rows = [tuple(r) for r in cur.fetchall()]
+                    table.rows = self._sample(cur, database, table, max_rows)
                     tables[name] = table
                 for table, column, parent_schema, parent, parent_column in references:
                     if parent_schema != database:
@@ -697,8 +822,51 @@ class MysqlCatalog(ServerCatalog):
             conn.close()
         return Source(parents_first(tables), views=views)
 
+    def account(self, config: DatasourceConfig) -> str:
+        conn = self.connect(config)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT CURRENT_USER()")
+                user, _, host = cur.fetchone()[0].rpartition("@")
+                return "'" + user.replace("'", "''") + "'@'" + host.replace("'", "''") + "'"
+        finally:
+            conn.close()
+
+    def allow_reading(self, builder: DatasourceConfig, grantee: str) -> None:
+        """One grant covers every namespace of ours (a database-name pattern), so nothing is left
+        granted on a database that is dropped."""
+        pattern = "`" + PREFIX.replace("_", "\\_") + "%`"
+        conn = self.connect(builder)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"GRANT SELECT, SHOW VIEW ON {pattern}.* TO {grantee}")
+        except self._my().err.MySQLError as exc:
+            raise UserError(
+                f"the neighbour databases' builder may not let {grantee} read them "
+                f"({exc.args[-1] if exc.args else exc}): run, as an administrator, GRANT SELECT, SHOW VIEW ON "
+                f"{pattern}.* TO {grantee}") from None
+        finally:
+            conn.close()
+
+    def _sample(self, cur: Any, database: str, table: Table, max_rows: int | None) -> list[tuple[Any, ...]]:
+        """At most ``max_rows`` of a table's rows: slices over its integer key where it is estimated
+        large (``keyed``), else from its start. Never a full scan."""
+        select = f"SELECT * FROM {self.q(table.name)}"
+        if max_rows is None:
+            cur.execute(select)
+            return [tuple(r) for r in cur.fetchall()]
+        cur.execute("SELECT table_rows FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
+                    (database, table.name))
+        found = cur.fetchone()
+        if found and int(found[0] or 0) > SPREAD * max_rows:
+            rows = self.keyed(cur, select, table, max_rows)
+            if rows:
+                return rows
+        cur.execute(f"{select} LIMIT {int(max_rows)}")
+        return [tuple(r) for r in cur.fetchall()]
+
     def make(self, config: DatasourceConfig, namespace: str, source: Source,
-             rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+             rows: Mapping[str, Sequence[tuple[Any, ...]]], grantee: str | None = None) -> None:
         conn = self.connect(config)
         try:
             with conn.cursor() as cur:
@@ -796,8 +964,15 @@ def scratch_of(datasource: DatasourceConfig, url_env: str | None) -> Scratch:
     if url_env is not None:
         config = datasource.model_copy(update={"url_env": url_env, "url": None, "password_env": None,
                                                "database": None, "schemas": []})
-        ServerAddress.of(config, ("postgresql", "postgres", "mysql", "mariadb"), 0)  # the variable set, the URL read
-        return Scratch(config, datasource.id)
+        schemes = ("postgresql", "postgres", "mysql", "mariadb")
+        built = ServerAddress.of(config, schemes, 0)  # the variable set, the URL read
+        read = ServerAddress.of(datasource, schemes, 0)
+        if (built.host, built.port) != (read.host, read.port) or built.user == read.user:
+            return Scratch(config, datasource.id)  # another server, or one role: it reads what it builds
+        # the datasource's own role reads the neighbours, where the builder's URL makes them
+        reader = datasource.model_copy(update={"database": built.database if datasource.engine == "postgres"
+                                               else None, "schemas": []})
+        return Scratch(config, datasource.id, reader)
     if datasource.engine == "postgres":
         address = ServerAddress.of(datasource, ("postgresql", "postgres"), 5432)
         source_db = datasource.database or address.database or "postgres"

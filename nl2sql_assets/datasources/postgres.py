@@ -125,12 +125,22 @@ class PostgresAdapter:
     def _pin(self, cur: Any, timeout: float, *, read_only: bool = True) -> None:
         """Begin the statement's own transaction with its settings, which the ROLLBACK that ends it
         undoes (one round trip)."""
+        cur.execute(self._pinned(cur, timeout, read_only=read_only))
+
+    def _pinned(self, cur: Any, timeout: float, *, read_only: bool = True) -> str:
+        """``_pin``'s statements, their values written in: sent in one message with what follows
+        them, each later statement in the message runs under the settings they make (Postgres 13 and
+        later time each statement of a message apart, under the statement_timeout it starts with)."""
         ms = max(1, int(timeout * 1000))
-        cur.execute(f"BEGIN {'READ ONLY' if read_only else 'READ WRITE'}; "
-                    "SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true), "
-                    "set_config('idle_in_transaction_session_timeout', %s, true), "
-                    "set_config('standard_conforming_strings', 'on', true), set_config('search_path', %s, true)",
-                    (str(ms), str(ms), str(ms + 5000), self._search_path))
+        pinned = cur.mogrify(
+            f"BEGIN {'READ ONLY' if read_only else 'READ WRITE'}; "
+            "SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true), "
+            "set_config('idle_in_transaction_session_timeout', %s, true), "
+            "set_config('standard_conforming_strings', 'on', true), set_config('search_path', %s, true)",
+            (str(ms), str(ms), str(ms + 5000), self._search_path))
+        from psycopg2.extensions import encodings
+
+        return pinned.decode(encodings.get(cur.connection.encoding, "utf-8"))
 
     def _end(self, cur: Any, held: Any) -> None:
         """End the statement's transaction: nothing it did or set stays."""
@@ -152,11 +162,12 @@ class PostgresAdapter:
             started = time.monotonic()
             watchdog = Watchdog(conn.cancel, timeout + CLIENT_GRACE_S)
             try:
-                self._pin(cursor, timeout)
                 with watchdog:
-                    # A cursor on the server (the statement may only be a query), read up to the row
-                    # limit and one more: one round trip, however large the result would be
-                    cursor.execute(f"DECLARE nl2sql_statement NO SCROLL CURSOR FOR {statement}; "
+                    # The statement's own transaction and settings, then a cursor on the server (the
+                    # statement may only be a query) read up to the row limit and one more: one round
+                    # trip, however large the result would be (no parameters: a % in it stays as it is)
+                    cursor.execute(f"{self._pinned(cursor, timeout)}; "
+                                   f"DECLARE nl2sql_statement NO SCROLL CURSOR FOR {statement}; "
                                    f"FETCH FORWARD {limit + 1} FROM nl2sql_statement")
                     rows: list[Any] = cursor.fetchall()
                     types = [d.type_code for d in cursor.description or ()]

@@ -291,3 +291,17 @@ def test_the_project_s_own_mutants_are_caught_by_the_kept_neighbours_and_the_sea
     separable = result.separable + len(found & result.possibly_equivalent)
     caught = len(separated) + (len(left) - len(held)) + len(found)
     assert found and caught / separable >= 0.99, (caught, separable)
+
+
+@pytest.mark.parametrize("kind", sorted(NEAR))
+def test_candidates_tried_side_by_side_find_the_same_witness_as_one_at_a_time(
+        kind: str, golds: dict[str, GoldQuery], chinook_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server's search tries candidates a few at a time (``side_by_side``); the witness kept is
+    the lowest index found, so the record is the one a search one at a time writes."""
+    key, sql = NEAR[kind]
+    one = WitnessSearch(chinook_path, "sqlite", candidates=32, seed=3).search(golds[key], sql).record
+    monkeypatch.setattr(type(format_of("sqlite")), "side_by_side", 3, raising=False)
+    three = WitnessSearch(chinook_path, "sqlite", candidates=32, seed=3).search(golds[key], sql).record
+    assert one is not None and three is not None and one.found
+    skip = {"seconds"}
+    assert three.model_dump(exclude=skip) == one.model_dump(exclude=skip), kind

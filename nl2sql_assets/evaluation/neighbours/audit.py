@@ -244,7 +244,7 @@ def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
         neighbour_adapters = [files.open(p) for p in paths]
         # each database once more, read backwards (opened once: a DuckDB or a server's one is a copy)
         original = kept.source if kept is not None and kept.source is not None else ds.database_file
-        backwards = [files.open_reversed(p, ds.timeout_s) for p in [original, *paths]]
+        backwards = _reversed_copies(files, [original, *paths], ds.timeout_s)
         try:
             # copies of one gold (the same SQL, order rule and alternatives) are audited once: their
             # findings are the same, each case's flags name its own file, line and id
@@ -278,6 +278,18 @@ def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
                      median_ms=None if median is None else round(median * 1000, 3),
                      sets={ds: str(kept.home) for ds, kept in sorted(sets.items())},
                      seconds=round(time.perf_counter() - started, 3))
+
+
+def _reversed_copies(files: Any, paths: Sequence[Path], timeout_s: float) -> list[Any]:
+    """Each database opened read backwards: in turn, or side by side where a copy is made on a
+    server (``files.side_by_side``: its cost is round trips)."""
+    width = getattr(files, "side_by_side", 1)
+    if width <= 1:
+        return [files.open_reversed(p, timeout_s) for p in paths]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="nl2sql-reversed") as threads:
+        return list(threads.map(lambda p: files.open_reversed(p, timeout_s), paths))
 
 
 def _gold_findings(case: Any, suite_name: str, files: Any, adapter: Any, neighbour_adapters: Sequence[Any],

@@ -32,6 +32,8 @@ from nl2sql_assets.evaluation.neighbours.mutants import Mutant, mutants
 Accepted = list[list[list[Any]] | None] | None
 #: below this many candidate databases a worker pool costs more than it saves
 POOL_THRESHOLD = 4
+#: connections reading a server's original side by side while distilling
+SERVER_THREADS = 3
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,32 @@ def separations(golds: Sequence[GoldQuery], made: Mapping[str, Sequence[Mutant] 
         adapter.close()
 
 
+def original_separations(golds: Sequence[GoldQuery], made: Mapping[str, Sequence[Mutant]], database: Path,
+                         engine: str) -> tuple[set[tuple[str, int]], dict[str, Accepted]]:
+    """``separations`` on the original, where every mutant runs. On a server, whose statements
+    mostly wait on the network and the server, the golds are cut in parts read side by side, each
+    on a connection of its own (``SERVER_THREADS``); a file is read in this thread."""
+    if not _on_server(engine) or len(golds) < 2 * SERVER_THREADS:
+        return separations(golds, made, database, engine)
+    from concurrent.futures import ThreadPoolExecutor
+
+    parts = [golds[i::SERVER_THREADS] for i in range(SERVER_THREADS)]
+    with ThreadPoolExecutor(max_workers=SERVER_THREADS, thread_name_prefix="nl2sql-distill") as pool:
+        found = list(pool.map(lambda part: separations(part, made, database, engine), parts))
+    out: set[tuple[str, int]] = set()
+    rows: dict[str, Accepted] = {}
+    for separated, accepted in found:
+        out |= separated
+        rows.update(accepted)
+    return out, rows
+
+
+def _on_server(engine: str) -> bool:
+    from nl2sql_assets.evaluation.neighbours.formats import SERVER_ENGINES
+
+    return engine in SERVER_ENGINES
+
+
 def _indexed(made: Sequence[Mutant] | Sequence[tuple[int, Mutant]]) -> list[tuple[int, Mutant]]:
     return [item if isinstance(item, tuple) else (i, item) for i, item in enumerate(made)]
 
@@ -158,14 +186,19 @@ def distill(golds: Sequence[GoldQuery], original: Path, candidates: Sequence[Pat
     dialect = format_of(engine).dialect
     made = {g.key: mutants(g.sql, dialect=dialect) for g in golds}
     universe = {(g.key, i) for g in golds for i in range(len(made[g.key]))}
-    on_original, on_original_rows = separations(golds, made, original, engine)
+    on_original, on_original_rows = original_separations(golds, made, original, engine)
     left = universe - on_original
     # On the candidates only the mutants the original leaves: a neighbour is kept for what it adds.
     # Each keeps its index in ``made``, so the pairs read the same everywhere.
     rest = {g.key: [(i, m) for i, m in enumerate(made[g.key]) if (g.key, i) in left] for g in golds}
     tasks = [(golds, rest, path, engine) for path in candidates]
     workers = max(1, workers if workers is not None else pool_size(len(candidates)))
-    if workers == 1 or len(candidates) < POOL_THRESHOLD:
+    if _on_server(engine) and workers > 1:  # round trips: threads, each candidate on its own connection
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=2 * SERVER_THREADS, thread_name_prefix="nl2sql-distill") as threads:
+            found = list(threads.map(_separations_task, tasks))
+    elif workers == 1 or len(candidates) < POOL_THRESHOLD:
         found = [_separations_task(task) for task in tasks]
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:

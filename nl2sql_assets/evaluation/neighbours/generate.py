@@ -230,8 +230,8 @@ def targeted_neighbours(source: Path, folder: Path, sqls: Sequence[str], count: 
     if not made:
         return []
     tables = read if read is not None else files.read(source, max_rows)
-    out = []
-    for j in range(made):
+
+    def one(j: int) -> Path:
         focus = merged(foci[j::made])
         rng = random.Random(f"{GENERATOR_VERSION}:{seed}:targeted:{j}")
         rows = build(tables, focus, rng, ordered(focus.targets))
@@ -239,5 +239,12 @@ def targeted_neighbours(source: Path, folder: Path, sqls: Sequence[str], count: 
         if target.exists():
             target.chmod(0o644)
             target.unlink()
-        out.append(files.write(tables, rows, target))
-    return out
+        return files.write(tables, rows, target)
+
+    width = getattr(files, "side_by_side", 1)  # a server's: written side by side (round trips)
+    if width <= 1:
+        return [one(j) for j in range(made)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="nl2sql-targeted") as threads:
+        return list(threads.map(one, range(made)))

@@ -152,6 +152,9 @@ class ServerFiles:
     open backwards, discard; a scratch database for the witness search."""
 
     suffix: ClassVar[str] = ".json"
+    #: witness candidates tried at once (each thread refills a scratch namespace of its own): a
+    #: candidate on a server is round trips, not work in this process
+    side_by_side: ClassVar[int] = 3
 
     def __init__(self, engine: str) -> None:
         self.engine = engine
@@ -260,6 +263,7 @@ class ServerMemory:
         self.source = source
         self._local = threading.local()
         self._made: list[str] = []
+        self._connections: list[Any] = []  # the builder's, one per namespace, kept between refills
         self._lock = threading.Lock()
         atexit.register(self.close)
 
@@ -273,16 +277,23 @@ class ServerMemory:
             self.catalog.make(scratch.config, namespace, self.source, {}, grantee=scratch.grantee)
             with self._lock:
                 self._made.append(namespace)
-            held = (namespace, self.catalog.open(scratch.grading, namespace))
+            held = (namespace, self.catalog.open(scratch.grading, namespace),
+                    self.catalog.connect_to(scratch.config, namespace))
+            with self._lock:
+                self._connections.append(held[2])
             setattr(self._local, name, held)
-        namespace, adapter = held
+        namespace, adapter, builder = held
         self.catalog.refill(scratch.config, namespace, self.source,
-                            {n: list(r)[::-1] for n, r in rows.items()} if backwards else rows)
+                            {n: list(r)[::-1] for n, r in rows.items()} if backwards else rows, conn=builder)
         return adapter
 
     def close(self) -> None:
         with self._lock:
             made, self._made = self._made, []
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            with contextlib.suppress(Exception):
+                conn.close()
         scratch: Scratch = self.source.scratch
         for namespace in made:
             with contextlib.suppress(Exception):
@@ -354,8 +365,15 @@ class ServerCatalog:
         return None
 
     def refill(self, config: DatasourceConfig, namespace: str, source: Source,
-               rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
+               rows: Mapping[str, Sequence[tuple[Any, ...]]], conn: Any = None) -> None:
+        """``namespace``'s tables emptied and filled with ``rows``, on ``conn`` where given (a
+        connection of the builder's to ``namespace``, ``connect_to``; kept by the caller), else on
+        one of its own."""
         raise NotImplementedError
+
+    def connect_to(self, config: DatasourceConfig, namespace: str) -> Any:
+        """A builder's connection for ``refill`` of ``namespace``, to keep between refills."""
+        return self.connect(config)
 
     def drop(self, config: DatasourceConfig, namespace: str) -> None:
         raise NotImplementedError
@@ -587,17 +605,25 @@ class PostgresCatalog(ServerCatalog):
     def _in(self, config: DatasourceConfig, namespace: str) -> Iterator[Any]:
         conn = self.connect(config)
         try:
-            with conn.cursor() as cur:
-                cur.execute("BEGIN")
+            with self._on(conn, namespace) as cur:
+                yield cur
+        finally:
+            conn.close()
+
+    @contextlib.contextmanager
+    def _on(self, conn: Any, namespace: str) -> Iterator[Any]:
+        """One transaction on ``conn`` (autocommit: the transaction is ours), ``namespace`` first on
+        its search path; rolled back where anything fails."""
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            try:
                 cur.execute(f"SET LOCAL search_path TO {self.q(namespace)}")
                 yield cur
                 cur.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(Exception):
-                conn.rollback()
-            raise
-        finally:
-            conn.close()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    cur.execute("ROLLBACK")
+                raise
 
     def make(self, config: DatasourceConfig, namespace: str, source: Source,
              rows: Mapping[str, Sequence[tuple[Any, ...]]], grantee: str | None = None) -> None:
@@ -658,12 +684,52 @@ class PostgresCatalog(ServerCatalog):
                         f"{self.q(namespace)}.{self.q(table.name)}")
 
     def refill(self, config: DatasourceConfig, namespace: str, source: Source,
-               rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
-        with self._in(config, namespace) as cur:
-            names = ", ".join(f"{self.q(namespace)}.{self.q(t.name)}" for t in source.tables)
-            if names:
-                cur.execute(f"TRUNCATE {names}")
-            self._fill(cur, namespace, source, rows)
+               rows: Mapping[str, Sequence[tuple[Any, ...]]], conn: Any = None) -> None:
+        own = conn is None
+        conn = self.connect(config) if own else conn
+        try:
+            if self._refill_at_once(conn, namespace, source, rows):
+                return
+            with self._on(conn, namespace) as cur:  # a row refused: a batch at a time, refused rows left out
+                names = ", ".join(f"{self.q(namespace)}.{self.q(t.name)}" for t in source.tables)
+                if names:
+                    cur.execute(f"TRUNCATE {names}")
+                self._fill(cur, namespace, source, rows)
+        finally:
+            if own:
+                conn.close()
+
+    def _refill_at_once(self, conn: Any, namespace: str, source: Source,
+                        rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> bool:
+        """The whole refill in one round trip (one transaction: the tables emptied children first,
+        each table's rows in one INSERT); False, with nothing changed, where the database refuses
+        any of it. A witness candidate is a few dozen rows: round trips are what it costs."""
+        inserts, params = self._inserts(namespace, source, rows)
+        parts = ["BEGIN", *(f"DELETE FROM {self.q(namespace)}.{self.q(t.name)}" for t in reversed(source.tables)),
+                 *inserts, "COMMIT"]
+        with conn.cursor() as cur:
+            try:
+                cur.execute(";\n".join(parts), params)
+                return True
+            except self._pg().Error:
+                cur.execute("ROLLBACK")
+                return False
+
+    def _inserts(self, namespace: str, source: Source, rows: Mapping[str, Sequence[tuple[Any, ...]]]
+                 ) -> tuple[list[str], list[Any]]:
+        """Every table's rows as INSERT statements (``BATCH`` rows each), parents first, and their
+        parameters in order: to be sent in one message."""
+        parts: list[str] = []
+        params: list[Any] = []
+        for table in source.tables:
+            batch = [self.value_row(r) for r in rows.get(table.name, ())]
+            marks = "(" + ", ".join(["%s"] * len(table.columns)) + ")"
+            for start in range(0, len(batch), BATCH):
+                part = batch[start:start + BATCH]
+                parts.append(f"INSERT INTO {self.q(namespace)}.{self.q(table.name)} VALUES "
+                             f"{', '.join([marks] * len(part))}")
+                params += [v for row in part for v in row]
+        return parts, params
 
     def drop(self, config: DatasourceConfig, namespace: str) -> None:
         conn = self.connect(config)
@@ -913,18 +979,23 @@ class MysqlCatalog(ServerCatalog):
         finally:
             conn.autocommit(True)
 
+    def connect_to(self, config: DatasourceConfig, namespace: str) -> Any:
+        return self.connect(config, namespace)
+
     def refill(self, config: DatasourceConfig, namespace: str, source: Source,
-               rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> None:
-        conn = self.connect(config, namespace)
+               rows: Mapping[str, Sequence[tuple[Any, ...]]], conn: Any = None) -> None:
+        own = conn is None
+        conn = self.connect(config, namespace) if own else conn
         try:
             with conn.cursor() as cur:
                 cur.execute("SET SESSION foreign_key_checks = 0")
                 for table in reversed(source.tables):
-                    cur.execute(f"DELETE FROM {self.q(table.name)}")
+                    cur.execute(f"DELETE FROM {self.q(namespace)}.{self.q(table.name)}")
                 cur.execute("SET SESSION foreign_key_checks = 1")
                 self._fill(conn, cur, namespace, source, rows)
         finally:
-            conn.close()
+            if own:
+                conn.close()
 
     def drop(self, config: DatasourceConfig, namespace: str) -> None:
         conn = self.connect(config)

@@ -39,6 +39,33 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = chinook_problem()
     if problem is not None:
         raise pytest.UsageError(problem)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(SharedPlacesInTurn(), "nl2sql-xdist-scheduling")
+
+
+#: test folders whose tests share something outside their own temporary folders (the servers'
+#: scratch places, which ``neighbours prune`` sweeps; the Celery broker and workers; the browser and
+#: the Dagster UI): their tests run on one pytest-xdist worker, one after another
+SERIAL_GROUPS = ("servers", "cluster", "browser")
+
+
+class SharedPlacesInTurn:
+    """pytest-xdist scheduling (``scripts/test`` runs two workers): a test file is one unit of
+    work, a ``SERIAL_GROUPS`` folder is one unit as a whole. (Its ``xdist_group`` marks name the
+    unit through the test's id, which pytest 9 no longer lets a plugin change.)"""
+
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        from xdist.scheduler import LoadScopeScheduling
+
+        class ByFileOrSharedFolder(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                path = nodeid.split("::", 1)[0]
+                parts = path.split("/")
+                if len(parts) > 2 and parts[0] == "tests" and parts[1] in SERIAL_GROUPS:
+                    return "/".join(parts[:2])
+                return path
+
+        return ByFileOrSharedFolder(config, log)
 
 
 @pytest.fixture(scope="session")

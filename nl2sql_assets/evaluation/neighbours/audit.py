@@ -27,6 +27,7 @@ The last three come from the set's sidecar (``store``); the others run the gold 
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections import Counter
@@ -39,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nl2sql_assets.config import NeighbourSettings, ProjectConfig
 from nl2sql_assets.evaluation.judging.comparison import compare_results
-from nl2sql_assets.evaluation.neighbours.formats import FORMATS, format_of
+from nl2sql_assets.evaluation.neighbours.formats import FORMATS, format_of, side_by_side
 from nl2sql_assets.evaluation.neighbours.store import (
     KeptSet,
     gold_query,
@@ -244,7 +245,8 @@ def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
         neighbour_adapters = [files.open(p) for p in paths]
         # each database once more, read backwards (opened once: a DuckDB or a server's one is a copy)
         original = kept.source if kept is not None and kept.source is not None else ds.database_file
-        backwards = _reversed_copies(files, [original, *paths], ds.timeout_s)
+        backwards = side_by_side(files, functools.partial(files.open_reversed, timeout_s=ds.timeout_s),
+                                 [original, *paths])
         try:
             # copies of one gold (the same SQL, order rule and alternatives) are audited once: their
             # findings are the same, each case's flags name its own file, line and id
@@ -278,18 +280,6 @@ def _audit(config: ProjectConfig, suite_name: str, suite: Any, cases: list[Any],
                      median_ms=None if median is None else round(median * 1000, 3),
                      sets={ds: str(kept.home) for ds, kept in sorted(sets.items())},
                      seconds=round(time.perf_counter() - started, 3))
-
-
-def _reversed_copies(files: Any, paths: Sequence[Path], timeout_s: float) -> list[Any]:
-    """Each database opened read backwards: in turn, or side by side where a copy is made on a
-    server (``files.side_by_side``: its cost is round trips)."""
-    width = getattr(files, "side_by_side", 1)
-    if width <= 1:
-        return [files.open_reversed(p, timeout_s) for p in paths]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="nl2sql-reversed") as threads:
-        return list(threads.map(lambda p: files.open_reversed(p, timeout_s), paths))
 
 
 def _gold_findings(case: Any, suite_name: str, files: Any, adapter: Any, neighbour_adapters: Sequence[Any],

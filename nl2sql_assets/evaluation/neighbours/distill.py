@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nl2sql_assets.evaluation.judging.answers import first_strict_match
-from nl2sql_assets.evaluation.neighbours.formats import format_of, pool_size
+from nl2sql_assets.evaluation.neighbours.formats import format_of, pool_size, side_by_side
 from nl2sql_assets.evaluation.neighbours.mutants import Mutant, mutants
 
 #: Rows of each accepted answer on one database: the gold's first, then each alternative's (None
@@ -32,8 +32,6 @@ from nl2sql_assets.evaluation.neighbours.mutants import Mutant, mutants
 Accepted = list[list[list[Any]] | None] | None
 #: below this many candidate databases a worker pool costs more than it saves
 POOL_THRESHOLD = 4
-#: connections reading a server's original side by side while distilling
-SERVER_THREADS = 3
 
 
 @dataclass(frozen=True)
@@ -136,28 +134,20 @@ def separations(golds: Sequence[GoldQuery], made: Mapping[str, Sequence[Mutant] 
 
 def original_separations(golds: Sequence[GoldQuery], made: Mapping[str, Sequence[Mutant]], database: Path,
                          engine: str) -> tuple[set[tuple[str, int]], dict[str, Accepted]]:
-    """``separations`` on the original, where every mutant runs. On a server, whose statements
-    mostly wait on the network and the server, the golds are cut in parts read side by side, each
-    on a connection of its own (``SERVER_THREADS``); a file is read in this thread."""
-    if not _on_server(engine) or len(golds) < 2 * SERVER_THREADS:
-        return separations(golds, made, database, engine)
-    from concurrent.futures import ThreadPoolExecutor
-
-    parts = [golds[i::SERVER_THREADS] for i in range(SERVER_THREADS)]
-    with ThreadPoolExecutor(max_workers=SERVER_THREADS, thread_name_prefix="nl2sql-distill") as pool:
-        found = list(pool.map(lambda part: separations(part, made, database, engine), parts))
+    """``separations`` on the original, where every mutant runs: the golds cut in the format's
+    ``side_by_side`` parts, each read on a connection of its own (a file: one part, this thread)."""
+    width = format_of(engine).side_by_side
+    if len(golds) < 2 * width:
+        width = 1
+    parts = [golds[i::width] for i in range(width)]
+    found = side_by_side(format_of(engine), lambda part: separations(part, made, database, engine), parts,
+                         width=width)
     out: set[tuple[str, int]] = set()
     rows: dict[str, Accepted] = {}
     for separated, accepted in found:
         out |= separated
         rows.update(accepted)
     return out, rows
-
-
-def _on_server(engine: str) -> bool:
-    from nl2sql_assets.evaluation.neighbours.formats import SERVER_ENGINES
-
-    return engine in SERVER_ENGINES
 
 
 def _indexed(made: Sequence[Mutant] | Sequence[tuple[int, Mutant]]) -> list[tuple[int, Mutant]]:
@@ -193,11 +183,9 @@ def distill(golds: Sequence[GoldQuery], original: Path, candidates: Sequence[Pat
     rest = {g.key: [(i, m) for i, m in enumerate(made[g.key]) if (g.key, i) in left] for g in golds}
     tasks = [(golds, rest, path, engine) for path in candidates]
     workers = max(1, workers if workers is not None else pool_size(len(candidates)))
-    if _on_server(engine) and workers > 1:  # round trips: threads, each candidate on its own connection
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=2 * SERVER_THREADS, thread_name_prefix="nl2sql-distill") as threads:
-            found = list(threads.map(_separations_task, tasks))
+    files = format_of(engine)
+    if files.side_by_side > 1 and workers > 1:  # round trips: threads, each candidate on its own connection
+        found = side_by_side(files, _separations_task, tasks, width=2 * files.side_by_side)
     elif workers == 1 or len(candidates) < POOL_THRESHOLD:
         found = [_separations_task(task) for task in tasks]
     else:

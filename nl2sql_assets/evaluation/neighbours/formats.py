@@ -18,9 +18,9 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from nl2sql_assets.config import DatasourceConfig
 from nl2sql_assets.evaluation.neighbours.tables import (
@@ -44,6 +44,9 @@ class NeighbourFormat(Protocol):
     engine: ClassVar[str]
     suffix: ClassVar[str]
     dialect: ClassVar[str]
+    #: databases worked on at once by threads (``side_by_side``): 1 for a file, whose work is this
+    #: process's; more for a server, whose statements mostly wait on the network and the server
+    side_by_side: ClassVar[int]
 
     def read(self, path: Path, max_rows: int | None) -> Source: ...
 
@@ -84,6 +87,7 @@ class SqliteFiles:
 
     engine: ClassVar[str] = "sqlite"
     suffix: ClassVar[str] = ".sqlite"
+    side_by_side: ClassVar[int] = 1
     dialect: ClassVar[str] = "sqlite"
 
     def read(self, path: Path, max_rows: int | None) -> Source:
@@ -260,6 +264,7 @@ class DuckdbFiles:
 
     engine: ClassVar[str] = "duckdb"
     suffix: ClassVar[str] = ".duckdb"
+    side_by_side: ClassVar[int] = 1
     dialect: ClassVar[str] = "duckdb"
 
     def read(self, path: Path, max_rows: int | None) -> Source:
@@ -482,6 +487,23 @@ def _insert_all(conn: Any, insert: str, rows: list[tuple[Any, ...]]) -> None:
 
 #: Every engine neighbours can be made of, by the datasource engine's name.
 FORMATS: dict[str, NeighbourFormat] = {"sqlite": SqliteFiles(), "duckdb": DuckdbFiles()}
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def side_by_side(files: NeighbourFormat, work: Callable[[T], R], items: Iterable[T], *,
+                 width: int | None = None) -> list[R]:
+    """``work`` over ``items``, in order: in this thread, or on ``width`` threads (default the
+    format's ``side_by_side``) where that is more than one."""
+    width = files.side_by_side if width is None else width
+    if width <= 1:
+        return [work(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix=f"nl2sql-{files.engine}") as threads:
+        return list(threads.map(work, items))
 
 
 def pool_size(tasks: int) -> int:

@@ -29,6 +29,7 @@ from nl2sql_assets.evaluation.neighbours.formats import (
     moment_of,
     pool_size,
     shifted,
+    side_by_side,
 )
 
 #: Bumped whenever the same inputs could give other databases: part of what a neighbour's rows depend on.
@@ -241,10 +242,4 @@ def targeted_neighbours(source: Path, folder: Path, sqls: Sequence[str], count: 
             target.unlink()
         return files.write(tables, rows, target)
 
-    width = getattr(files, "side_by_side", 1)  # a server's: written side by side (round trips)
-    if width <= 1:
-        return [one(j) for j in range(made)]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="nl2sql-targeted") as threads:
-        return list(threads.map(one, range(made)))
+    return side_by_side(files, one, range(made))  # a server's: written side by side (round trips)

@@ -222,7 +222,7 @@ class WitnessSearch:
         took. Candidates are tried in turn; on a server, whose candidates mostly wait on the
         network and the server, ``files.side_by_side`` at a time, each thread in its own scratch
         namespace, the lowest index found kept: the same witness as one at a time."""
-        width = max(1, getattr(self.files, "side_by_side", 1))
+        width = max(1, self.files.side_by_side)
         for start in range(0, self.candidates, width):
             indices = list(range(start, min(start + width, self.candidates)))
             if len(indices) == 1:

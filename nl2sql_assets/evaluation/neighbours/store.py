@@ -266,12 +266,13 @@ def _build(datasource: DatasourceConfig, source: Path, golds: Sequence[GoldQuery
     work = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=folder / datasource.id))
     try:
         golds = distinct_golds(golds)
+        read = files.read(source, settings.max_rows)  # once for both kinds of candidate (a server's: a catalog read)
         pool = generate_neighbours(source, work / "candidates", settings.candidates, settings.seed,
                                    max_rows=settings.max_rows, engine=datasource.engine, workers=workers,
-                                   literals=gold_literals([g.sql for g in golds], dialect=files.dialect))
+                                   literals=gold_literals([g.sql for g in golds], dialect=files.dialect), read=read)
         pool += targeted_neighbours(source, work / "candidates", [g.sql for g in golds], settings.candidates,
                                     settings.seed, start=len(pool), max_rows=settings.max_rows,
-                                    engine=datasource.engine)
+                                    engine=datasource.engine, read=read)
         generated = time.perf_counter()
         result = distill(golds, source, pool, settings.count, datasource.engine, workers=workers)
         distilled = time.perf_counter()

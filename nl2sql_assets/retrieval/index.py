@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.redact import get_logger
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from nl2sql_assets.config import ProjectConfig
     from nl2sql_assets.retrieval.embedder import Embedder
 
@@ -127,6 +127,7 @@ class SchemaIndex:
     def matrix(self, *kinds: str) -> np.ndarray:
         """The vectors of the entries of these kinds, in index order, as float64: made once, not per
         question (on 1,200 tables the copy cost more than the product)."""
+        import numpy as np
         key = ",".join(kinds)
         if key not in self._matrices:
             self._matrices[key] = np.asarray(self.vectors[self.rows(*kinds)], dtype=np.float64)
@@ -148,6 +149,7 @@ class SchemaIndex:
     # ------------------------------------------------------------ files
 
     def to_json(self) -> str:
+        import numpy as np
         vectors = np.ascontiguousarray(self.vectors, dtype="<f4")
         return json.dumps({
             "format": INDEX_FORMAT,
@@ -166,6 +168,7 @@ class SchemaIndex:
     @classmethod
     def load(cls, path: str | Path) -> SchemaIndex:
         """Read an index file; a malformed one raises ValueError naming the file."""
+        import numpy as np
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

@@ -21,16 +21,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from nl2sql_assets.datasources.schema import SchemaSnapshot
 from nl2sql_assets.retrieval.index import IndexStore, SchemaIndex
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from nl2sql_assets.config import ProjectConfig, RetrievalSettings
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    import numpy as np
     m = np.asarray(matrix, dtype=np.float64)
     if m.ndim == 1:
         m = m[None, :]
@@ -46,6 +47,7 @@ def mmr(query: np.ndarray, candidates: np.ndarray, k: int, mmr_lambda: float) ->
     lower values skip candidates that repeat what was already picked. Ties go to the lower row,
     so the same inputs always give the same picks.
     """
+    import numpy as np
     cands = _unit_rows(candidates) if len(candidates) else np.zeros((0, 1))
     n = len(cands)
     if n == 0 or k <= 0:

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from nl2sql_assets.redact import get_logger
 from nl2sql_assets.retrieval.index import IndexStore, SchemaIndex
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from nl2sql_assets.config import ProjectConfig
 
 log = get_logger(__name__)  # redacting: see nl2sql_assets.redact
@@ -29,6 +29,7 @@ TOP_ENTRIES = 3
 
 def datasource_score(question_vector: np.ndarray, index: SchemaIndex, top: int = TOP_ENTRIES) -> float:
     """Mean similarity of the question to the datasource's ``top`` closest routing entries."""
+    import numpy as np
     rows = index.rows(*ROUTING_KINDS)
     if not rows:
         return float("-inf")

@@ -4,6 +4,10 @@ from timings), in the same order, each announced once; a mode that spends never 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +48,8 @@ def test_records_sharded_over_two_processes_are_those_of_one(demo_project: Path,
     started: list[int] = []
     real_init = shards.Workers.__init__
 
-    def counting_init(self: shards.Workers, config: Any, request: Any, count: int, target: Any) -> None:
-        real_init(self, config, request, count, target)
+    def counting_init(self: shards.Workers, *args: Any) -> None:
+        real_init(self, *args)
         started.extend(p.pid for p in self.procs)
 
     monkeypatch.setattr(shards.Workers, "__init__", counting_init)
@@ -103,3 +107,43 @@ def test_a_streamed_run_over_two_processes_writes_the_records_and_boards_of_one(
     assert board.results == []  # the boards were built from the file, holding no record
     assert board.accuracy == board_one.accuracy and board.summary == board_one.summary
     assert board.scores == board_one.scores and board.completed_cases == board_one.completed_cases
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is chosen on Linux only (elsewhere: spawn)")
+def test_a_one_thread_process_forks_its_workers_and_a_threaded_one_spawns_them() -> None:
+    alone = subprocess.run([sys.executable, "-c", "from nl2sql_assets.evaluation.running.shards import start_method; "
+                            "print(start_method())"], capture_output=True, text=True, timeout=60, check=True)
+    assert alone.stdout.strip() == "fork"
+    release = threading.Event()
+    helper = threading.Thread(target=release.wait, daemon=True)
+    helper.start()
+    try:
+        assert shards.start_method() == "spawn"  # a thread's locks could be copied half-held
+    finally:
+        release.set()
+        helper.join()
+
+
+def test_the_command_forks_a_worker_whose_records_are_those_of_one_process(demo_project: Path,
+                                                                          tmp_path: Path) -> None:
+    """``eval run`` from the command line is one thread when its run starts: its worker is
+    forked (no imports paid again), and the records are those of one process."""
+    from nl2sql_assets.evaluation.reporting.streamed import read_records
+    from nl2sql_assets.evaluation.running.results import CaseRecord
+
+    outcomes = {}
+    for workers in (1, 2):
+        out = tmp_path / f"workers{workers}.json"
+        done = subprocess.run([sys.executable, "-m", "nl2sql_assets.cli", "--config", str(demo_project), "eval", "run",
+                               "--mode", "plans", "--cases", *CASES, "--workers", str(workers), "--out", str(out)],
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr[-2000:]
+        report = json.loads(out.read_text(encoding="utf-8"))
+        records = [CaseRecord.model_validate(r) for r in read_records(out.parent / report["records_file"])]
+        outcomes[workers] = (report["settings"], records)
+    (one_settings, one), (two_settings, two) = outcomes[1], outcomes[2]
+    assert one_settings["processes"] == 1 and "worker_start" not in one_settings
+    expected_start = "fork" if sys.platform.startswith("linux") else "spawn"
+    assert two_settings["processes"] == 2 and two_settings["worker_start"] == expected_start
+    assert len(one) >= 10 and all(r.status == "pass" for r in one)
+    assert [_without_timings(r) for r in two] == [_without_timings(r) for r in one]

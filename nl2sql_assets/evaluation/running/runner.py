@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import statistics
@@ -725,31 +726,45 @@ def _jobs(runs: list[RoleRun], pass_list: list[int], config_names: list[str]) ->
     return jobs
 
 
-async def _execute(request: RunRequest, mode: Mode, config: ProjectConfig, cases: _Cases, jobs: list[CaseJob], *,
-                   scorers: dict[str, Scorer], budget: Budget | None) -> Stopped | None:
-    """Make the case runs: all here, or shard 0 here and the others in worker processes
-    (``running.shards``; records counted here as they come, in the same order)."""
+def _shards(request: RunRequest, mode: Mode, runs: list[RoleRun], passes: int, *,
+            scorers: dict[str, Scorer], budget: Budget | None) -> tuple[int, str]:
+    """How many shards the run's case runs take, and how their workers start (``running.shards``).
+    Decided before the run sets anything up, so that a forked worker builds its engine and gold
+    server while this process builds its own."""
     from nl2sql_assets.evaluation.running import shards
 
-    case_ids = shards.runnable_case_ids([j.rr for j in jobs])
-    count = request.shard[1] if request.shard is not None else min(len(case_ids), shards.shard_count(
-        request, mode, len(jobs), custom_scorers=not shards.portable(scorers), budget=budget))
+    case_ids = shards.runnable_case_ids(runs)
+    if request.shard is not None:
+        return request.shard[1], "spawn"
+    method = shards.start_method()
+    minimum = shards.MIN_JOBS_PER_FORKED_SHARD if method == "fork" else shards.MIN_JOBS_PER_SHARD
+    # A mode that shards spends nothing and runs one config: a job per role run and pass.
+    count = shards.shard_count(request, mode, len(runs) * passes, custom_scorers=not shards.portable(scorers),
+                               budget=budget, min_jobs=minimum)
+    return min(len(case_ids), count), method
+
+
+async def _execute(request: RunRequest, mode: Mode, cases: _Cases, jobs: list[CaseJob], count: int,
+                   workers: Any) -> Stopped | None:
+    """Make the case runs: all here, or shard 0 here and the others in the worker processes
+    already started (``running.shards``; records counted here as they come, in the same order)."""
+    from nl2sql_assets.evaluation.running import shards
+
     if count <= 1:
         return await mode.execute(cases, jobs)
-    plan = shards.deal(case_ids, count)  # the worker processes plan the same shards from the same jobs
+    plan = shards.deal(shards.runnable_case_ids([j.rr for j in jobs]), count)  # the workers deal the same
     if request.shard is not None:  # a worker: its own shard only
         return await mode.execute(cases, shards.jobs_of(plan[request.shard[0]], jobs))
-    with shards.started(config, request, count, run_shard_worker) as workers:
-        assert workers is not None
-        collector = asyncio.create_task(workers.collect(cases.count, jobs))
-        try:
-            stopped = await mode.execute(cases, shards.jobs_of(plan[0], jobs))
-            await collector
-        finally:
-            collector.cancel()
-        for name, n in workers.unknown_cost_calls.items():
-            cases.lineup.configs[name].unknown_cost_calls += n
-        return stopped
+    assert workers is not None
+    collector = asyncio.create_task(workers.collect(cases.count, jobs))
+    try:
+        stopped = await mode.execute(cases, shards.jobs_of(plan[0], jobs))
+        await collector
+    finally:
+        collector.cancel()
+    for name, n in workers.unknown_cost_calls.items():
+        cases.lineup.configs[name].unknown_cost_calls += n
+    return stopped
 
 
 def _neighbours(request: RunRequest, mode: Mode, config: ProjectConfig, loaded: list[tuple[str, Path, Any]],
@@ -842,7 +857,12 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         raise RunRefused(f"llm= is for mode {llm_mode().name}; {mode.no_llm}")
     if request.engines is not None and not mode.takes_llm:
         raise RunRefused(f"engines are asked in mode {llm_mode().name}; mode {mode.name} runs the built-in engine")
-    with isolated_engine(engine, index_folder) as (run_engine, isolation):
+    from nl2sql_assets.evaluation.running import shards
+
+    count, start = _shards(request, mode, runs, len(pass_list), scorers=built, budget=budget)
+    with (shards.started(config, request, count, run_shard_worker, start) if request.shard is None
+          else contextlib.nullcontext()) as workers, \
+            isolated_engine(engine, index_folder) as (run_engine, isolation):
         setup = RunSetup(config=config, engine=run_engine, runs=runs, llm=request.llm, curated=request.curated,
                          max_cost_usd=request.max_cost_usd, engines=request.engines)
         with mode.lineup(setup) as lineup:
@@ -852,7 +872,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
             cases = _Cases(mode, config, lineup, built, engine.bus, jobs, on_case, budget, request.candidates,
                            run_engine.registry, keep_records=keep_records)
             try:
-                stopped = await _execute(request, mode, config, cases, jobs, scorers=built, budget=budget)
+                stopped = await _execute(request, mode, cases, jobs, count, workers)
             finally:
                 for scorer in built.values():  # a scorer holding connections (neighbour_match) lets them go
                     close = getattr(scorer, "close", None)
@@ -885,7 +905,9 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "breaker": cases.broken,
         "skipped": skipped * len(pass_list),
         "left_out": {kind: n * len(pass_list) for kind, n in left_out.items()},
-        "settings": {**lineup.settings, "pass_numbers": pass_list},
+        # How the case runs were made: their latencies depend on it (two processes share the cores).
+        "settings": {**lineup.settings, "pass_numbers": pass_list, "processes": count,
+                     **({"worker_start": start} if count > 1 and request.shard is None else {})},
         "databases": databases,
         "configs": {
             name: {
@@ -972,6 +994,9 @@ def run_shard_worker(config: ProjectConfig, request: RunRequest, out: Any) -> No
     import os
     import traceback
 
+    from nl2sql_assets.signals import defaults
+
+    defaults()  # stops on SIGTERM whatever its parent ignored (or, forked, had set for itself)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         from nl2sql_assets.datasources.registry import DatasourceRegistry

@@ -17,8 +17,16 @@ single run. One model serves both places a run is cut:
 A shard is always a list of case ids: every role and every pass of a case run in the same
 shard. Only modes that spend nothing shard over processes (``Mode.shardable``): a dollar cap
 across processes needs one spend ledger, which mode full's own loop keeps (the cluster's steps
-share one in Postgres). Small runs stay in one process: starting a worker (imports, engine,
-server) costs about a second, more than a few hundred case runs take.
+share one in Postgres). Small runs stay in one process.
+
+How a worker starts (``start_method``): where the running process is one thread on Linux (the
+CLI, before its run starts any), it is forked: the child has every module imported already, and
+builds its engine, connections and gold server while the running process builds its own, so a
+second core pays off from about fifty case runs (``MIN_JOBS_PER_FORKED_SHARD``). Anywhere
+else (threads running: Dagster, a test runner, a library caller's process) it is spawned, which
+re-imports everything (about half a second) before it can start: only worth it from a few
+hundred case runs on (``MIN_JOBS_PER_SHARD``). The worker never uses what it inherited: it builds
+its project from the plain config, exactly as a spawned one does.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import contextlib
 import multiprocessing
 import os
 import queue as queue_mod
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,8 +56,10 @@ ShardWorker = Callable[["ProjectConfig", "RunRequest", Any], None]
 
 log = get_logger(__name__)
 
-#: Below this many jobs per shard a run stays in one process.
+#: Below this many jobs per shard a run stays in one process (workers spawned).
 MIN_JOBS_PER_SHARD = 300
+#: The same where workers are forked (``start_method``): no imports to pay again.
+MIN_JOBS_PER_FORKED_SHARD = 50
 #: The most worker processes a run starts by default (the machines this runs on have 2 cores).
 DEFAULT_MAX_WORKERS = 2
 
@@ -212,14 +223,28 @@ def default_workers() -> int:
     return max(1, min(DEFAULT_MAX_WORKERS, os.cpu_count() or 1))
 
 
-def shard_count(request: RunRequest, mode: Mode, jobs: int, *, custom_scorers: bool, budget: Any) -> int:
+def start_method() -> str:
+    """``fork`` where this process is a single thread on Linux (nothing of a thread's half-done
+    work, a lock held or a native pool, can be copied into the child), else ``spawn``."""
+    if not sys.platform.startswith("linux"):
+        return "spawn"
+    try:
+        threads = len(os.listdir("/proc/self/task"))  # native threads too (a database's or ONNX's pool)
+    except OSError:
+        return "spawn"
+    return "fork" if threads == 1 else "spawn"
+
+
+def shard_count(request: RunRequest, mode: Mode, jobs: int, *, custom_scorers: bool, budget: Any,
+                min_jobs: int = MIN_JOBS_PER_SHARD) -> int:
     """How many shards a run takes: 1 for a shard itself, a mode that spends, a shared budget,
-    scorers written in code (a worker cannot rebuild them), or too few jobs."""
+    scorers written in code (a worker cannot rebuild them), or fewer than ``min_jobs`` jobs a
+    shard by default."""
     if request.shard is not None or not mode.shardable or custom_scorers or budget is not None:
         return 1
     wanted = request.workers if request.workers is not None else default_workers()
     if request.workers is None:  # the default: only where every shard has enough to do
-        wanted = min(wanted, max(1, jobs // MIN_JOBS_PER_SHARD))
+        wanted = min(wanted, max(1, jobs // min_jobs))
     return max(1, min(wanted, jobs))
 
 
@@ -238,8 +263,10 @@ def portable(scorers: dict[str, Any]) -> bool:
 class Workers:
     """The worker processes of one run, and the records they send."""
 
-    def __init__(self, config: ProjectConfig, request: RunRequest, count: int, target: ShardWorker) -> None:
-        ctx = multiprocessing.get_context("spawn")  # never fork a process with threads and a loop
+    def __init__(self, config: ProjectConfig, request: RunRequest, count: int, target: ShardWorker,
+                 method: str = "spawn") -> None:
+        ctx = multiprocessing.get_context(method)  # fork only a one-thread process (``start_method``)
+        self.method = method
         self.queue = ctx.Queue()
         self.procs = []
         for index in range(1, count):
@@ -295,13 +322,13 @@ class Workers:
 
 @contextlib.contextmanager
 def started(config: ProjectConfig, request: RunRequest, count: int,
-            target: ShardWorker) -> Iterator[Workers | None]:
+            target: ShardWorker, method: str = "spawn") -> Iterator[Workers | None]:
     """Workers for shards 1..count-1 (None when the run takes one shard), each a process running
-    ``target(config, shard_request, queue)``; stopped on exit."""
+    ``target(config, shard_request, queue)``, started by ``method``; stopped on exit."""
     if count <= 1:
         yield None
         return
-    workers = Workers(config, request, count, target)
+    workers = Workers(config, request, count, target, method)
     try:
         yield workers
     finally:

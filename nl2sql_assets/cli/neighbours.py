@@ -25,9 +25,14 @@ def add(sub: Any) -> None:
         nsub, "prune", cmd_prune, help="remove the neighbour sets no suite uses, and their server namespaces",
         description="Remove every kept set under warehouse/neighbours/ that the project's suites do not use with "
                     "evals.yaml's neighbour settings (another database, gold or setting made it), with its server "
-                    "schemas or databases, and every namespace of ours on a server's scratch place that no kept "
-                    "set names (left by a build or a search that was killed). --dry-run lists them only.")
+                    "schemas or databases, and every namespace this project made on a server's scratch place that "
+                    "no kept set names (left by a build or a search that was killed). Another project's namespaces "
+                    "in the same scratch place are listed and left alone. --dry-run lists them only.")
     prune.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    prune.add_argument("--every-project", action="store_true",
+                       help="also remove the namespaces of other projects (and those made before namespaces carried "
+                            "their project's mark) that no set of this project names: only where no other project "
+                            "builds there")
     add_neighbour_options(prune, "grade", witness=False)
     show = add_command(
         nsub, "show", cmd_neighbours, help="one neighbour's (or witness's) rows that a case reads, and the gold's and a prediction's "
@@ -55,14 +60,19 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
     config = load_project_config(project_config_path(args))
     settings = neighbour_settings(args, config) or NeighbourSettings()
-    pruned = prune_sets(config, settings, neighbours_dir(config.root), dry_run=args.dry_run)
+    pruned = prune_sets(config, settings, neighbours_dir(config.root), dry_run=args.dry_run,
+                        every_project=args.every_project)
     verb = "would remove" if args.dry_run else "removed"
     for path in pruned.sets:
         print(f"{verb} set {path}")
     for namespace in pruned.namespaces:
-        print(f"{verb} {namespace} (a namespace of ours no kept set names)")
+        print(f"{verb} {namespace} (a namespace of this project's no kept set names)")
+    for namespace in pruned.others:
+        print(f"left {namespace} (another project's, or made before namespaces carried their project's mark; "
+              "--every-project removes it)")
     print(f"{len(pruned.kept)} set(s) kept (the ones the project's suites use), {len(pruned.sets)} set(s) and "
-          f"{len(pruned.namespaces)} server namespace(s) {verb}")
+          f"{len(pruned.namespaces)} server namespace(s) {verb}"
+          + (f", {len(pruned.others)} of other projects left" if pruned.others else ""))
     return EXIT_OK
 
 

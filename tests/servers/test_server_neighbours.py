@@ -19,7 +19,7 @@ import pytest
 
 from nl2sql_assets.cli import main
 from nl2sql_assets.evaluation.grading import GradeReport
-from nl2sql_assets.evaluation.neighbours.servers import PREFIX, ServerFiles, read_handle
+from nl2sql_assets.evaluation.neighbours.servers import PREFIX, ServerFiles, project_tag, read_handle
 from nl2sql_assets.evaluation.suites import load_suite
 from tests.servers.conftest import Server, ServerProject, drop_neighbours
 
@@ -127,12 +127,16 @@ def test_prune_drops_the_sets_no_suite_uses_and_stray_namespaces(server_demo: Pa
     files = ServerFiles(server.engine)
     (handle, namespace), *_ = _namespaces(server_demo)
     config, _ = read_handle(handle)
-    # a set made with other settings, and a namespace a killed build left behind
+    # a set made with other settings, and a namespace a killed build of this project left behind
     old_home = handle.parent.parent / "0123456789abcdef0123"
     old_home.mkdir()
-    stray = f"{PREFIX}leftover{server_project.prefix.rstrip('_')}"
+    ours = f"{PREFIX}{project_tag(server_demo / 'warehouse' / 'neighbours')}_"
+    stray = f"{ours}leftover{server_project.prefix.rstrip('_')}"
     source = files.read(handle, 1)
     files.catalog.make(config, stray, source, {})
+    # another project's, building in the same scratch place: never this project's to sweep
+    foreign = f"{PREFIX}0badc0de_kept{server_project.prefix.rstrip('_')}"
+    files.catalog.make(config, foreign, source, {})
     old_handle = old_home / f"neighbour_00{files.suffix}"
     other = f"{PREFIX}old{server_project.prefix.rstrip('_')}"
     files.catalog.make(config, other, source, {})
@@ -144,14 +148,20 @@ def test_prune_drops_the_sets_no_suite_uses_and_stray_namespaces(server_demo: Pa
         assert code == 0, out + err
         assert f"would remove set {old_home}" in out and f"would remove {stray} " in out
         assert old_home.is_dir() and stray in files.catalog.namespaces(config)  # a dry run removes nothing
+        assert f"left {foreign} (another project's" in out
         code, out, err = _cli("--config", server_demo / "nl2sql.yaml", "neighbours", "prune")
         assert code == 0, out + err
         assert not old_home.exists()
         left = files.catalog.namespaces(config)
         assert stray not in left and other not in left
         assert namespace in left and handle.is_file()  # what the suites use stays
+        assert foreign in left and f"left {foreign} " in out and "of other projects left" in out
+        code, out, err = _cli("--config", server_demo / "nl2sql.yaml", "neighbours", "prune", "--every-project")
+        assert code == 0, out + err
+        left = files.catalog.namespaces(config)
+        assert foreign not in left and namespace in left  # asked for: every namespace no set here names
     finally:
-        for name in (stray, other):
+        for name in (stray, other, foreign):
             files.catalog.drop(config, name)
 
 

@@ -15,8 +15,10 @@ What stands for a database file elsewhere in ``neighbours`` is a *handle*: a sma
 the engine, the datasource settings it is reached with (its URL's variable, never a password) and
 the namespace. ``ServerFiles`` reads and writes through handles as ``formats`` does through files,
 so generation, distillation, the kept sets, the gold audit and the witness search run unchanged.
-Namespaces are named ``nl2sql_nb_...``; ``discard`` drops one (a candidate not kept, a pruned set),
-and the witness search refills one per thread (``ServerMemory``), dropped when its process ends.
+Namespaces are named ``nl2sql_nb_<project>_...``, the project's mark being a digest of its neighbours
+folder (``Scratch.tag``), so that ``neighbours prune`` sweeps only its own project's where several share a
+scratch place; ``discard`` drops one (a candidate not kept, a pruned set), and the witness search
+refills one per thread (``ServerMemory``), dropped when its process ends.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,8 +44,8 @@ from nl2sql_assets.evaluation.neighbours.catalogs import (
 )
 from nl2sql_assets.evaluation.neighbours.tables import TIMEOUT_S, Source, _replace_into, _temporary
 
-__all__ = ["PREFIX", "Scratch", "ServerFiles", "handle_scratch", "read_handle", "scratch_of", "source_handle",
-           "write_handle"]
+__all__ = ["PREFIX", "Scratch", "ServerFiles", "handle_place", "handle_scratch", "project_tag", "read_handle",
+           "scratch_of", "source_handle", "write_handle"]
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,20 @@ class Scratch:
     (``config``: the scratch database on Postgres, the server on MySQL), the source's own id for
     messages, and, where the datasource's own role is another one on the same server, that role's
     settings there (``reader``) and its account name (``grantee``): it grades on the neighbours and
-    is granted only SELECT on them, so they are read-only to it by the database's own rights."""
+    is granted only SELECT on them, so they are read-only to it by the database's own rights.
+    ``tag`` marks the namespaces one project makes (``project_tag``; empty in a handle written
+    before namespaces were marked); it is not part of where they live (``identity``)."""
 
     config: DatasourceConfig
     source: str
     reader: DatasourceConfig | None = None
     grantee: str | None = None
+    tag: str = ""
+
+    @property
+    def prefix(self) -> str:
+        """What every namespace this project makes here starts with."""
+        return f"{PREFIX}{self.tag}_" if self.tag else PREFIX
 
     @property
     def grading(self) -> DatasourceConfig:
@@ -79,7 +89,8 @@ def _handle_text(config: DatasourceConfig, namespace: str | None, scratch: Scrat
     data = {"engine": config.engine, "config": _dump(config), "namespace": namespace,
             "scratch": None if scratch is None else _dump(scratch.config),
             "reader": None if scratch is None else _dump(scratch.reader),
-            "grantee": None if scratch is None else scratch.grantee}
+            "grantee": None if scratch is None else scratch.grantee,
+            "tag": None if scratch is None or not scratch.tag else scratch.tag}
     return json.dumps(data, sort_keys=True) + "\n"
 
 
@@ -108,11 +119,22 @@ def _handle(path: Path) -> tuple[DatasourceConfig, str | None, Scratch | None]:
             reader = data.get("reader")
             scratch = Scratch(DatasourceConfig.model_validate(data["scratch"]), config.id,
                               None if reader is None else DatasourceConfig.model_validate(reader),
-                              data.get("grantee"))
+                              data.get("grantee"), data.get("tag") or "")
         return config, data.get("namespace"), scratch
     except (OSError, ValueError, KeyError) as exc:
         raise UserError(f"{path}: cannot read this neighbour's handle ({exc}); delete its set's folder and it is "
                         "made again") from None
+
+
+def project_tag(folder: Path) -> str:
+    """The mark of the project whose neighbours live under ``folder``: 8 hex digits of its path."""
+    return hashlib.sha256(str(Path(folder).resolve()).encode("utf-8")).hexdigest()[:8]
+
+
+def handle_place(path: Path) -> Scratch | None:
+    """Where the neighbours of a handle's source are made, by whom, under which mark (None: a
+    handle written before the scratch place was kept in it)."""
+    return _handle(path)[2]
 
 
 def handle_scratch(path: Path) -> DatasourceConfig | None:
@@ -127,16 +149,18 @@ def source_handle(path: Path, datasource: DatasourceConfig, url_env: str | None)
     as it is when it says the same): where they are made, by which role, and which role reads them."""
     scratch = scratch_of(datasource, url_env)
     ensure_scratch_database(scratch.config)  # here, once: not from each worker making a neighbour
-    scratch = with_grading_role(scratch)
+    # marked as the project's whose neighbours folder holds the handle (<folder>/<datasource>/source...)
+    scratch = replace(with_grading_role(scratch), tag=project_tag(Path(path).parent.parent))
     text = _handle_text(datasource, None, scratch)
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         write_handle(path, datasource, None, scratch)
     return path
 
 
-def namespace_for(path: Path) -> str:
-    """The namespace of the neighbour written at ``path``: unique to that file, whatever its set."""
-    return PREFIX + hashlib.sha256(str(Path(path).resolve()).encode("utf-8")).hexdigest()[:16]
+def namespace_for(path: Path, prefix: str = PREFIX) -> str:
+    """The namespace of the neighbour written at ``path``: unique to that file, whatever its set;
+    ``prefix`` is its project's (``Scratch.prefix``)."""
+    return prefix + hashlib.sha256(str(Path(path).resolve()).encode("utf-8")).hexdigest()[:16]
 
 
 class ServerFiles:
@@ -180,7 +204,7 @@ class ServerFiles:
         scratch: Scratch = source.scratch
         if scratch is None:
             raise ValueError("a server's source carries where its neighbours are made (Source.scratch)")
-        namespace = namespace_for(path)
+        namespace = namespace_for(path, scratch.prefix)
         self.catalog.make(scratch.config, namespace, source, rows, grantee=scratch.grantee)
         return write_handle(path, scratch.grading, namespace, scratch)
 
@@ -194,7 +218,7 @@ class ServerFiles:
         source = self.read(path, None)
         scratch: Scratch = source.scratch
         namespace = read_handle(path)[1]
-        copy = f"{namespace or PREFIX + 'src'}_r{os.getpid()}_{threading.get_ident() % 100000}"
+        copy = f"{namespace or scratch.prefix + 'src'}_r{os.getpid()}_{threading.get_ident() % 100000}"
         self.catalog.make(scratch.config, copy, source, {t.name: t.rows[::-1] for t in source.tables},
                           grantee=scratch.grantee)
         adapter = self.catalog.open(scratch.grading, copy, timeout_s)
@@ -206,7 +230,7 @@ class ServerFiles:
         found once here rather than in each worker."""
         config, _, scratch = _handle(path)
         target = scratch or Scratch(config, config.id)
-        probe = f"{PREFIX}probe{os.getpid()}"
+        probe = f"{target.prefix}probe{os.getpid()}"
         try:
             self.catalog.make(target.config, probe, Source(tables=[]), {}, grantee=target.grantee)
         finally:
@@ -265,7 +289,7 @@ class ServerMemory:
         held = getattr(self._local, name, None)
         scratch: Scratch = self.source.scratch
         if held is None:
-            namespace = f"{PREFIX}w{os.getpid()}_{threading.get_ident() % 1000000}{'b' if backwards else 'f'}"
+            namespace = f"{scratch.prefix}w{os.getpid()}_{threading.get_ident() % 1000000}{'b' if backwards else 'f'}"
             self.catalog.make(scratch.config, namespace, self.source, {}, grantee=scratch.grantee)
             with self._lock:
                 self._made.append(namespace)

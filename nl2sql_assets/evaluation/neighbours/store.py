@@ -23,7 +23,7 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -481,20 +481,26 @@ def sets_of_folders(folders: Mapping[str, str | Path]) -> dict[str, KeptSet]:
 
 @dataclass
 class Pruned:
-    """What ``prune_sets`` removed (or, dry, would remove): set folders, and server namespaces."""
+    """What ``prune_sets`` removed (or, dry, would remove): set folders, and server namespaces;
+    ``others``: namespaces of the product's in the same scratch places that were left alone, being
+    another project's (or made before namespaces carried their project's mark)."""
 
     kept: list[str]
     sets: list[str]
     namespaces: list[str]
+    others: list[str] = field(default_factory=list)
 
 
-def prune_sets(config: ProjectConfig, settings: NeighbourSettings, folder: Path, *, dry_run: bool = False) -> Pruned:
+def prune_sets(config: ProjectConfig, settings: NeighbourSettings, folder: Path, *, dry_run: bool = False,
+               every_project: bool = False) -> Pruned:
     """Remove every kept set under ``folder`` that no run of the project's suites uses with
     ``settings`` (evals.yaml's suites, alone or with one more of its suites/ files: another
-    database, gold or setting made the rest), and on each server datasource's
-    scratch place every namespace of ours that no remaining set names (the candidates of a build
-    that died, the witness search's scratch of a process that was killed)."""
-    from nl2sql_assets.evaluation.neighbours.servers import PREFIX, ServerFiles, handle_scratch, read_handle
+    database, gold or setting made the rest), and on each server datasource's scratch place every
+    namespace this project made that no remaining set names (the candidates of a build that died,
+    the witness search's scratch of a process that was killed). Another project's namespaces there
+    are left alone (``Pruned.others``) unless ``every_project``: then every namespace of the
+    product's that no set of this project names goes."""
+    from nl2sql_assets.evaluation.neighbours.servers import PREFIX, ServerFiles, handle_place, read_handle
     from nl2sql_assets.evaluation.suites import load_suite
 
     known = {d.id: d for d in config.datasources}
@@ -530,6 +536,7 @@ def prune_sets(config: ProjectConfig, settings: NeighbourSettings, folder: Path,
             with contextlib.suppress(UserError):
                 named.add(read_handle(handle)[1] or "")
     namespaces: list[str] = []
+    others: list[str] = []
     for ds in known.values():
         if ds.engine not in SERVER_ENGINES:
             continue
@@ -538,12 +545,18 @@ def prune_sets(config: ProjectConfig, settings: NeighbourSettings, folder: Path,
         handle = folder / ds.id / f"source{files.suffix}"
         if not handle.is_file():
             continue
-        scratch = handle_scratch(handle)  # where this datasource's neighbours live
-        if scratch is None:
+        place = handle_place(handle)  # where this datasource's neighbours live, and this project's mark
+        if place is None:
             continue
-        for namespace in files.catalog.namespaces(scratch):
-            if namespace.startswith(PREFIX) and namespace not in named and namespace not in namespaces:
-                namespaces.append(namespace)
-                if not dry_run:
-                    files.catalog.drop(scratch, namespace)
-    return Pruned(kept=sorted(str(p) for p in wanted if p.is_dir()), sets=removed, namespaces=namespaces)
+        ours = PREFIX if every_project else (place.prefix if place.tag else None)
+        for namespace in files.catalog.namespaces(place.config):
+            if not namespace.startswith(PREFIX) or namespace in named or namespace in namespaces + others:
+                continue
+            if ours is None or not namespace.startswith(ours):
+                others.append(namespace)
+                continue
+            namespaces.append(namespace)
+            if not dry_run:
+                files.catalog.drop(place.config, namespace)
+    return Pruned(kept=sorted(str(p) for p in wanted if p.is_dir()), sets=removed, namespaces=namespaces,
+                  others=others)

@@ -143,6 +143,7 @@ def test_the_command_forks_a_worker_whose_records_are_those_of_one_process(demo_
         outcomes[workers] = (report["settings"], records)
     (one_settings, one), (two_settings, two) = outcomes[1], outcomes[2]
     assert one_settings["processes"] == 1 and "worker_start" not in one_settings
+    assert set(shards.LAYOUT_SETTINGS) <= set(two_settings)
     expected_start = "fork" if sys.platform.startswith("linux") else "spawn"
     assert two_settings["processes"] == 2 and two_settings["worker_start"] == expected_start
     assert len(one) >= 10 and all(r.status == "pass" for r in one)

@@ -905,7 +905,7 @@ async def arun_cases(request: RunRequest, engine: Engine, *, scorers: ScorerRegi
         "breaker": cases.broken,
         "skipped": skipped * len(pass_list),
         "left_out": {kind: n * len(pass_list) for kind, n in left_out.items()},
-        # How the case runs were made: their latencies depend on it (two processes share the cores).
+        # How the case runs were made (shards.LAYOUT_SETTINGS): their latencies depend on it.
         "settings": {**lineup.settings, "pass_numbers": pass_list, "processes": count,
                      **({"worker_start": start} if count > 1 and request.shard is None else {})},
         "databases": databases,

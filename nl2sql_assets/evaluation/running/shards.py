@@ -60,6 +60,9 @@ log = get_logger(__name__)
 MIN_JOBS_PER_SHARD = 300
 #: The same where workers are forked (``start_method``): no imports to pay again.
 MIN_JOBS_PER_FORKED_SHARD = 50
+#: The keys of a run's ``settings`` that say how its case runs were made (how many processes, how
+#: the workers started), not what was asked: their latencies depend on them, their verdicts do not.
+LAYOUT_SETTINGS = ("processes", "worker_start")
 #: The most worker processes a run starts by default (the machines this runs on have 2 cores).
 DEFAULT_MAX_WORKERS = 2
 

@@ -18,7 +18,6 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from nl2sql_assets.errors import UserError
 from nl2sql_assets.evaluation.judging.comparison import comparator_settings
 from nl2sql_assets.evaluation.judging.stats import Rate
 from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite
+from nl2sql_assets.forking import process_pool
 
 #: pairs per task handed to a worker: large enough that the hand-off is cheap next to the SQL
 CHUNK = 64
@@ -343,7 +343,7 @@ def grade(suite: EvalSuite, predictions: dict[str, str], configs: dict[str, Data
         workers = 1
     else:
         size = max(1, min(CHUNK, len(tasks) // (workers * 4) or 1))
-        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(gold, configs)) as pool:
+        with process_pool(workers, initializer=_init_worker, initargs=(gold, configs)) as pool:
             for part in pool.map(_grade_chunk, _chunks(tasks, size)):
                 outcomes.extend(part)
     outcomes.sort(key=lambda o: o[0])

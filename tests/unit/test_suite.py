@@ -661,7 +661,7 @@ def test_a_large_suite_is_read_back_over_the_cores_and_written_as_one_core_write
     suite = EvalSuite(cases=cases)
     one_core = dump_suite(suite)
     monkeypatch.setattr(writer, "PARALLEL_READ_BACK", 3)
-    monkeypatch.setattr(writer, "_fork_is_safe", lambda: True)  # whatever threads earlier tests left
+    monkeypatch.setattr(writer, "fork_is_safe", lambda: True)  # whatever threads earlier tests left
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     in_this_process: list[int] = []
     real = writer._check_chunk

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 from nl2sql_assets.evaluation.judging.answers import first_strict_match
 from nl2sql_assets.evaluation.neighbours.formats import format_of, pool_size, side_by_side
 from nl2sql_assets.evaluation.neighbours.mutants import Mutant, mutants
+from nl2sql_assets.forking import process_pool
 
 #: Rows of each accepted answer on one database: the gold's first, then each alternative's (None
 #: for one that fails there); None where the gold itself fails (the database tells nothing of the case).
@@ -189,7 +189,7 @@ def distill(golds: Sequence[GoldQuery], original: Path, candidates: Sequence[Pat
     elif workers == 1 or len(candidates) < POOL_THRESHOLD:
         found = [_separations_task(task) for task in tasks]
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with process_pool(workers) as pool:
             found = list(pool.map(_separations_task, tasks))
     found = [(on_original, on_original_rows), *found]
     covers = [separated & left for separated, _ in found[1:]]

@@ -16,7 +16,6 @@ import datetime as dt
 import decimal
 import random
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from nl2sql_assets.evaluation.neighbours.formats import (
     shifted,
     side_by_side,
 )
+from nl2sql_assets.forking import process_pool
 
 #: Bumped whenever the same inputs could give other databases: part of what a neighbour's rows depend on.
 #: 4: targeted candidates built from the gold's own trees (``targeted_neighbours``) beside the drawn ones;
@@ -160,7 +160,7 @@ def generate_neighbours(source: Path, folder: Path, count: int, seed: int, *, ma
     workers = max(1, workers if workers is not None else pool_size(count))
     if workers == 1 or count < 4:
         return [write_one(*task) for task in tasks]
-    with ProcessPoolExecutor(max_workers=workers) as pool:  # each neighbour from its own random stream
+    with process_pool(workers) as pool:  # each neighbour from its own random stream
         return list(pool.map(_write_task, tasks))
 
 

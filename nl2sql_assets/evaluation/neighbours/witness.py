@@ -316,9 +316,8 @@ def search_all(tasks: Sequence[tuple[WitnessSearch, GoldQuery, str]], workers: i
     """Many passes searched, in order: what is known without a search (nothing to search, an
     outcome stored) answered here, the rest spread over worker processes (one per core; none when
     there are few)."""
-    from concurrent.futures import ProcessPoolExecutor
-
     from nl2sql_assets.evaluation.neighbours.formats import pool_size
+    from nl2sql_assets.forking import process_pool
 
     out: list[SearchOutcome | None] = [search.known(gold, sql) for search, gold, sql in tasks]
     first: dict[tuple[Any, ...], int] = {}  # one search per problem: the same gold asked the same
@@ -334,7 +333,7 @@ def search_all(tasks: Sequence[tuple[WitnessSearch, GoldQuery, str]], workers: i
             out[i] = search.search(gold, sql)
     else:
         jobs = [(tasks[i][0].spec(), tasks[i][1], tasks[i][2]) for i in todo]
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with process_pool(workers) as pool:
             for i, outcome in zip(todo, pool.map(_search_task, jobs, chunksize=max(1, len(jobs) // (workers * 4))),
                                   strict=True):
                 out[i] = outcome

@@ -994,9 +994,11 @@ def run_shard_worker(config: ProjectConfig, request: RunRequest, out: Any) -> No
     import os
     import traceback
 
+    from nl2sql_assets.forking import exit_with_parent
     from nl2sql_assets.signals import defaults
 
     defaults()  # stops on SIGTERM whatever its parent ignored (or, forked, had set for itself)
+    exit_with_parent()  # and never outlives the run that started it
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         from nl2sql_assets.datasources.registry import DatasourceRegistry

@@ -36,7 +36,6 @@ import contextlib
 import multiprocessing
 import os
 import queue as queue_mod
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -227,15 +226,11 @@ def default_workers() -> int:
 
 
 def start_method() -> str:
-    """``fork`` where this process is a single thread on Linux (nothing of a thread's half-done
-    work, a lock held or a native pool, can be copied into the child), else ``spawn``."""
-    if not sys.platform.startswith("linux"):
-        return "spawn"
-    try:
-        threads = len(os.listdir("/proc/self/task"))  # native threads too (a database's or ONNX's pool)
-    except OSError:
-        return "spawn"
-    return "fork" if threads == 1 else "spawn"
+    """``fork`` where this process may be forked (``forking.fork_is_safe``: Linux, one thread,
+    native ones counted), else ``spawn``."""
+    from nl2sql_assets.forking import fork_is_safe
+
+    return "fork" if fork_is_safe() else "spawn"
 
 
 def shard_count(request: RunRequest, mode: Mode, jobs: int, *, custom_scorers: bool, budget: Any,

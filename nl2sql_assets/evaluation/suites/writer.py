@@ -71,6 +71,7 @@ import yaml
 from nl2sql_assets.atomic import atomic_write
 from nl2sql_assets.evaluation.suites.loader import SuiteError, leading_comments
 from nl2sql_assets.evaluation.suites.model import EvalCase, EvalSuite
+from nl2sql_assets.forking import fork_is_safe, process_pool
 from nl2sql_assets.yamlio import safe_load
 
 _STR_TAG = "tag:yaml.org,2002:str"
@@ -388,28 +389,19 @@ def _unfaithful(rendered: list[str], fields: list[dict[str, Any]], which: Sequen
     a block list item of its own, so cases can be read back in chunks, one per core."""
     which = list(which)
     workers = min(os.cpu_count() or 1, 4)
-    if len(which) < PARALLEL_READ_BACK or workers < 2 or not _fork_is_safe():
+    if len(which) < PARALLEL_READ_BACK or workers < 2 or not fork_is_safe():
         return _check_chunk(rendered, fields, which)
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     global _PENDING
     _PENDING = (rendered, fields)  # forked workers find them in the memory they start with
     size = -(-len(which) // workers)
     chunks = [which[i:i + size] for i in range(0, len(which), size)]
     try:
-        with ProcessPoolExecutor(max_workers=len(chunks), mp_context=multiprocessing.get_context("fork")) as pool:
+        with process_pool(len(chunks), context=multiprocessing.get_context("fork")) as pool:
             return sorted(i for part in pool.map(_check_pending, chunks) for i in part)
     finally:
         _PENDING = ([], [])
-
-
-def _fork_is_safe() -> bool:
-    """A fork copies one thread: only a process running no other thread forks."""
-    import multiprocessing
-    import threading
-
-    return threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
 
 
 def _check_pending(which: list[int]) -> list[int]:

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "nl2sql_assets"
 
 #: Each part of the package and its floor; a part imports only parts on lower floors.
 FLOORS: dict[str, int] = {
-    "errors": 0, "version": 0, "paths": 0, "redact": 0, "signals": 0,
+    "errors": 0, "version": 0, "paths": 0, "redact": 0, "signals": 0, "forking": 0,
     "atomic": 1, "yamlio": 1,
     "config": 2, "testbed": 2, "instance": 2,
     "cluster": 3, "datasources": 3, "llm": 3,

@@ -4,10 +4,14 @@ from timings), in the same order, each announced once; a mode that spends never 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +152,47 @@ def test_the_command_forks_a_worker_whose_records_are_those_of_one_process(demo_
     assert two_settings["processes"] == 2 and two_settings["worker_start"] == expected_start
     assert len(one) >= 10 and all(r.status == "pass" for r in one)
     assert [_without_timings(r) for r in two] == [_without_timings(r) for r in one]
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_run_killed_outright_leaves_no_worker_behind(demo_project: Path, tmp_path: Path) -> None:
+    """SIGKILL to ``eval run`` (no handler, no clean-up): its worker process ends too, rather than
+    living on as an orphan waiting for ever on its queue."""
+    run = subprocess.Popen([sys.executable, "-m", "nl2sql_assets.cli", "--config", str(demo_project), "eval", "run",
+                            "--mode", "plans", "--workers", "2", "--passes", "30", "--out", str(tmp_path / "r.json")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not workers and run.poll() is None and time.monotonic() < deadline:
+            workers = _children(run.pid)
+            time.sleep(0.01)
+        assert workers, "the run started no worker process"
+        run.kill()
+        run.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [p for p in workers if _alive(p)] == []
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

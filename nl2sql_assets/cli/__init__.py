@@ -8,7 +8,9 @@ cost cap stopped the run early and nothing regressed in what ran (the report is 
 is incomplete: the provider failed some case runs (auth, quota, rate limit, 5xx, timeout,
 transport), so its numbers are not the model's and it is never gated (the circuit breaker may have
 stopped it early).
-``eval seed`` exits 2 on a refusal and 3 at the cost cap or the call limit.
+``eval seed`` exits 2 on a refusal and 3 at the cost cap or the call limit. Any command stopped by
+Ctrl-C exits 130 with one line saying so (``eval run`` names the file holding the case records
+finished so far), no traceback.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from nl2sql_assets.cli import (
 from nl2sql_assets.cli.common import (
     EXIT_COST_CAP,
     EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_REGRESSION,
     EXIT_USAGE,
@@ -46,7 +49,7 @@ from nl2sql_assets.cli.common import (
 from nl2sql_assets.cli.eval_run import default_report_name
 from nl2sql_assets.errors import UsageError, UserError
 
-__all__ = ["EXIT_COST_CAP", "EXIT_INCOMPLETE", "EXIT_OK", "EXIT_REGRESSION", "EXIT_USAGE", "UsageError",
+__all__ = ["EXIT_COST_CAP", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_USAGE", "UsageError",
            "default_report_name", "main"]
 
 
@@ -159,6 +162,9 @@ def _exit_without_teardown(code: int) -> None:
 def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     try:
         return args.handler(args)
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C): stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:
         # Bad input, a missing or damaged database file, an unreadable path: exit 2 with the
         # message; anything else is a bug and keeps its traceback.

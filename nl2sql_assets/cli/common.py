@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_COST_CAP, EXIT_INCOMPLETE = 0, 1, 2, 3, 4
+#: Ctrl-C (SIGINT): the shell's own code for a command a SIGINT ended.
+EXIT_INTERRUPTED = 130
 #: the --chinook option's help, on every command that may need the Chinook file
 CHINOOK_HELP = ("a local copy of Chinook_Sqlite.sqlite (default: $NL2SQL_CHINOOK, else the user cache, "
                 "else a download from its pinned URL)")

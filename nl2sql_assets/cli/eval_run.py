@@ -14,6 +14,7 @@ from typing import Any
 from nl2sql_assets.cli.common import (
     EXIT_COST_CAP,
     EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_REGRESSION,
     EXIT_USAGE,
@@ -174,7 +175,13 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
     from nl2sql_assets.evaluation.reporting.streamed import records_path_for
 
     records = records_path_for(out)  # each case record written as it finishes; the boards read them back
-    report = project.evals.run_streamed(request, records, on_case=progress())
+    try:
+        report = project.evals.run_streamed(request, records, on_case=progress())
+    except KeyboardInterrupt:
+        partial = records.with_name(records.name + ".partial")
+        kept = f"the case records finished so far are in {partial}" if partial.is_file() else "no case run had finished"
+        print(f"\ninterrupted (Ctrl-C): the run stopped; {kept}; no report was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     save_summary(report, out, records)

@@ -196,3 +196,48 @@ def test_a_run_killed_outright_leaves_no_worker_behind(demo_project: Path, tmp_p
         for pid in workers:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("to", ["terminal", "run"])
+def test_ctrl_c_stops_a_run_in_one_line_and_keeps_the_case_records_finished(demo_project: Path, tmp_path: Path,
+                                                                           to: str) -> None:
+    """Ctrl-C in a terminal reaches the run and its worker alike (``terminal``: the process group);
+    ``kill -INT`` the run alone: either way exit 130, one line naming the records kept, no
+    traceback, no worker left."""
+    from nl2sql_assets.evaluation.reporting.streamed import read_records
+
+    out = tmp_path / "r.json"
+    partial = tmp_path / "r.records.jsonl.partial"
+    run = subprocess.Popen([sys.executable, "-m", "nl2sql_assets.cli", "--config", str(demo_project), "eval", "run",
+                            "--mode", "plans", "--workers", "2", "--passes", "30", "--out", str(out)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while run.poll() is None and time.monotonic() < deadline and not (
+                workers and partial.is_file() and partial.stat().st_size > 0):
+            workers = workers or _children(run.pid)
+            time.sleep(0.01)
+        assert workers and partial.is_file(), "the run wrote no record before the deadline"
+        if to == "terminal":
+            os.killpg(run.pid, signal.SIGINT)
+        else:
+            run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=60)
+        assert run.returncode == 130, err
+        assert "interrupted (Ctrl-C): the run stopped" in err and str(partial) in err
+        assert "Traceback" not in err
+        assert not out.exists()  # no report of a run that did not end
+        kept = list(read_records(partial))
+        assert kept and all(r.status == "pass" for r in kept)
+        deadline = time.monotonic() + 20
+        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [p for p in workers if _alive(p)] == []
+    finally:
+        run.kill()
+        run.communicate(timeout=30)
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

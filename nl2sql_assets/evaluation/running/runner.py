@@ -1021,5 +1021,7 @@ def run_shard_worker(config: ProjectConfig, request: RunRequest, out: Any) -> No
             registry.close()
         unknown = {name: c.unknown_cost_calls for name, c in runs.meta.configs.items()}
         out.put(("done", unknown, None))
+    except KeyboardInterrupt:  # Ctrl-C reached the worker too: the run was interrupted, nothing failed
+        out.put(("interrupted", None, None))
     except BaseException as exc:  # everything goes back to the running process
         out.put(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", None))

@@ -304,13 +304,19 @@ class Workers:
                 for name, n in payload.items():
                     self.unknown_cost_calls[name] = self.unknown_cost_calls.get(name, 0) + n
                 waiting -= 1
+            elif kind == "interrupted":  # Ctrl-C reached a worker first: the whole run was interrupted
+                raise KeyboardInterrupt
             else:
                 raise ShardError(f"a worker process failed: {payload}")
             if pending:
                 await asyncio.sleep(0)  # let this process's own case runs go on between records
 
-    def close(self) -> None:
+    def close(self, *, abandon: bool = False) -> None:
+        """Wait for the workers to end (they have sent everything), or with ``abandon`` (the run
+        failed or was interrupted) stop them at once."""
         for proc in self.procs:
+            if abandon:
+                proc.terminate()
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.terminate()
@@ -329,5 +335,7 @@ def started(config: ProjectConfig, request: RunRequest, count: int,
     workers = Workers(config, request, count, target, method)
     try:
         yield workers
-    finally:
-        workers.close()
+    except BaseException:  # the run failed or was interrupted: what the workers still do is lost
+        workers.close(abandon=True)
+        raise
+    workers.close()

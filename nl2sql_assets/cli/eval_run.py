@@ -172,13 +172,13 @@ def _eval_run(args: argparse.Namespace, project: Any) -> int:
                          candidates=args.candidates, workers=args.workers, engines=engines,
                          neighbours=_neighbour_request(args, project.config))
     from nl2sql_assets.evaluation.reporting.board import save_summary
-    from nl2sql_assets.evaluation.reporting.streamed import records_path_for
+    from nl2sql_assets.evaluation.reporting.streamed import partial_path_for, records_path_for
 
     records = records_path_for(out)  # each case record written as it finishes; the boards read them back
     try:
         report = project.evals.run_streamed(request, records, on_case=progress())
     except KeyboardInterrupt:
-        partial = records.with_name(records.name + ".partial")
+        partial = partial_path_for(records)
         kept = f"the case records finished so far are in {partial}" if partial.is_file() else "no case run had finished"
         print(f"\ninterrupted (Ctrl-C): the run stopped; {kept}; no report was written", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -4,7 +4,6 @@ from timings), in the same order, each announced once; a mode that spends never 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -23,6 +22,7 @@ from nl2sql_assets.evaluation.running.modes import get_mode
 from nl2sql_assets.evaluation.running.request import RunRequest
 from nl2sql_assets.evaluation.running.runner import run_shard_worker
 from nl2sql_assets.project import Project
+from tests.processes import children, kill_all, start, still_alive, stop
 
 CASES = ["chinook_001", "chinook_002", "chinook_010", "chinook_037", "chinook_probe_01", "chinook_probe_02"]
 
@@ -154,48 +154,27 @@ def test_the_command_forks_a_worker_whose_records_are_those_of_one_process(demo_
     assert [_without_timings(r) for r in two] == [_without_timings(r) for r in one]
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            found += [int(c) for c in (task / "children").read_text().split()]
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_run_killed_outright_leaves_no_worker_behind(demo_project: Path, tmp_path: Path) -> None:
     """SIGKILL to ``eval run`` (no handler, no clean-up): its worker process ends too, rather than
     living on as an orphan waiting for ever on its queue."""
-    run = subprocess.Popen([sys.executable, "-m", "nl2sql_assets.cli", "--config", str(demo_project), "eval", "run",
-                            "--mode", "plans", "--workers", "2", "--passes", "30", "--out", str(tmp_path / "r.json")],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = start([sys.executable, "-m", "nl2sql_assets.cli", "--config", str(demo_project), "eval", "run", "--mode",
+                 "plans", "--workers", "2", "--passes", "30", "--out", str(tmp_path / "r.json")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers: list[int] = []
     try:
         deadline = time.monotonic() + 60
         while not workers and run.poll() is None and time.monotonic() < deadline:
-            workers = _children(run.pid)
+            workers = children(run.pid)
             time.sleep(0.01)
         assert workers, "the run started no worker process"
         run.kill()
         run.wait(timeout=30)
-        deadline = time.monotonic() + 20
-        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert [p for p in workers if _alive(p)] == []
+        assert still_alive(workers) == []
     finally:
-        run.kill()
-        run.wait(timeout=30)
-        for pid in workers:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        stop(run)
+        kill_all(workers)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -209,15 +188,15 @@ def test_ctrl_c_stops_a_run_in_one_line_and_keeps_the_case_records_finished(demo
 
     out = tmp_path / "r.json"
     partial = tmp_path / "r.records.jsonl.partial"
-    run = subprocess.Popen([sys.executable, "-m", "nl2sql_assets.cli", "--config", str(demo_project), "eval", "run",
-                            "--mode", "plans", "--workers", "2", "--passes", "30", "--out", str(out)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    run = start([sys.executable, "-m", "nl2sql_assets.cli", "--config", str(demo_project), "eval", "run", "--mode",
+                 "plans", "--workers", "2", "--passes", "30", "--out", str(out)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     workers: list[int] = []
     try:
         deadline = time.monotonic() + 60
         while run.poll() is None and time.monotonic() < deadline and not (
                 workers and partial.is_file() and partial.stat().st_size > 0):
-            workers = workers or _children(run.pid)
+            workers = workers or children(run.pid)
             time.sleep(0.01)
         assert workers and partial.is_file(), "the run wrote no record before the deadline"
         if to == "terminal":
@@ -231,13 +210,9 @@ def test_ctrl_c_stops_a_run_in_one_line_and_keeps_the_case_records_finished(demo
         assert not out.exists()  # no report of a run that did not end
         kept = list(read_records(partial))
         assert kept and all(r.status == "pass" for r in kept)
-        deadline = time.monotonic() + 20
-        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert [p for p in workers if _alive(p)] == []
+        assert still_alive(workers) == []
     finally:
-        run.kill()
-        run.communicate(timeout=30)
-        for pid in workers:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        if run.poll() is None:
+            run.kill()
+            run.communicate(timeout=30)
+        kill_all(workers)

@@ -9,12 +9,12 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from nl2sql_assets.forking import fork_is_safe
+from tests.processes import alive, kill_all, start, still_alive, stop
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; fork is Linux-only here")
 
@@ -41,38 +41,24 @@ PARENT = textwrap.dedent("""
 """)
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie has ended: only its parent has yet to read it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_workers_end_when_their_parent_is_killed(tmp_path: Path, context: str, how: signal.Signals) -> None:
     script = tmp_path / "parent.py"
     script.write_text(PARENT, encoding="utf-8")
-    parent = subprocess.Popen([sys.executable, str(script), context], stdout=subprocess.PIPE, text=True)
+    parent = start([sys.executable, str(script), context], stdout=subprocess.PIPE, text=True)
     workers: list[int] = []
     try:
         assert parent.stdout is not None
         workers = [int(p) for p in parent.stdout.readline().split()]
-        assert len(workers) == 3 and all(_running(p) for p in workers)
+        assert len(workers) == 3 and all(alive(p) for p in workers)
         parent.send_signal(how)  # no handler, no clean-up: the workers' queues are never closed
         parent.wait(timeout=30)
-        deadline = time.monotonic() + 20
-        while any(_running(p) for p in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert [p for p in workers if _running(p)] == []
+        assert still_alive(workers) == []
     finally:
-        parent.kill()
-        parent.wait(timeout=30)
-        for pid in workers:  # never leave one behind, whatever the assertion said
-            if _running(pid):
-                os.kill(pid, signal.SIGKILL)
+        stop(parent)
+        kill_all(workers)
 
 
 def test_only_a_process_of_one_thread_may_fork() -> None:

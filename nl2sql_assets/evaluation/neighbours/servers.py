@@ -144,13 +144,13 @@ def handle_scratch(path: Path) -> DatasourceConfig | None:
     return None if scratch is None else scratch.config
 
 
-def source_handle(path: Path, datasource: DatasourceConfig, url_env: str | None) -> Path:
+def source_handle(path: Path, datasource: DatasourceConfig, url_env: str | None, tag: str) -> Path:
     """The handle of a server datasource as the source of its neighbours (written at ``path``, left
-    as it is when it says the same): where they are made, by which role, and which role reads them."""
+    as it is when it says the same): where they are made, by which role, which role reads them, and
+    the mark of the project making them (``project_tag``)."""
     scratch = scratch_of(datasource, url_env)
     ensure_scratch_database(scratch.config)  # here, once: not from each worker making a neighbour
-    # marked as the project's whose neighbours folder holds the handle (<folder>/<datasource>/source...)
-    scratch = replace(with_grading_role(scratch), tag=project_tag(Path(path).parent.parent))
+    scratch = replace(with_grading_role(scratch), tag=tag)
     text = _handle_text(datasource, None, scratch)
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         write_handle(path, datasource, None, scratch)

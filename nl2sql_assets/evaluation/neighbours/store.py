@@ -242,11 +242,11 @@ def source_of(datasource: DatasourceConfig, folder: Path, settings: NeighbourSet
         raise UserError(f"datasource {datasource.id!r}: neighbour databases are made of "
                         f"{', '.join([*FORMATS, *SERVER_ENGINES])} datasources, not {datasource.engine}")
     if datasource.engine in SERVER_ENGINES:
-        from nl2sql_assets.evaluation.neighbours.servers import source_handle
+        from nl2sql_assets.evaluation.neighbours.servers import project_tag, source_handle
 
         (folder / datasource.id).mkdir(parents=True, exist_ok=True)
         return source_handle(folder / datasource.id / f"source{format_of(datasource.engine).suffix}", datasource,
-                             settings.url_env)
+                             settings.url_env, project_tag(folder))
     source = datasource.database_file
     if not source.is_file():
         raise UserError(f"datasource {datasource.id!r}: database file not found: {source} "

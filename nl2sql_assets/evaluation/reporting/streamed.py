@@ -34,6 +34,13 @@ def records_path_for(report_path: str | Path) -> Path:
     return path.with_name(path.stem + RECORDS_SUFFIX)
 
 
+def partial_path_for(records: str | Path) -> Path:
+    """Where a run streams its records until it ends: ``<records>.partial`` (what a run that dies
+    or is interrupted leaves)."""
+    path = Path(records)
+    return path.with_name(path.name + ".partial")
+
+
 class RecordStream:
     """Records appended to ``<path>.partial`` as they finish (an ``on_case`` callback).
 
@@ -43,7 +50,7 @@ class RecordStream:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.partial = self.path.with_name(self.path.name + ".partial")
+        self.partial = partial_path_for(self.path)
         # Opened at the first record: a run refused before it starts leaves no file behind.
         self._fh: IO[bytes] | None = None
         self._spans: dict[RecordKey, tuple[int, int]] = {}  # key -> (offset, length) in the partial file
